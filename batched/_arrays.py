@@ -1,0 +1,183 @@
+"""Backends, dtypes, scalars and strides: the checks every routine shares.
+
+A routine first turns its operands into NumPy or CuPy arrays (CuPy for anything
+on a GPU: ``__cuda_array_interface__`` or DLPack, without a copy), checks that
+they live together, settles the result dtype like ``numpy.result_type``, and
+only then plans work.  Nothing here launches a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64),
+                    np.dtype(np.complex64), np.dtype(np.complex128))
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+          np.dtype(np.complex64): "complex<float>", np.dtype(np.complex128): "complex<double>"}
+_SUPPORTED_NAMES = "float32, float64, complex64, complex128"
+
+
+def cupy_or_none():
+    try:
+        import cupy
+    except ImportError:  # the CPU backend needs no CuPy
+        return None
+    return cupy
+
+
+def gpu_available() -> bool:
+    cp = cupy_or_none()
+    if cp is None:
+        return False
+    try:
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver or no device
+        return False
+
+
+def _is_gpu_object(obj) -> bool:
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    dl = getattr(obj, "__dlpack_device__", None)
+    if dl is not None and not isinstance(obj, np.ndarray):
+        try:
+            return int(dl()[0]) in (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        except Exception:
+            return False
+    return False
+
+
+def as_array(obj, name: str):
+    """(array, xp) for one operand; GPU objects become CuPy without a copy."""
+    cp = cupy_or_none()
+    if cp is not None and isinstance(obj, cp.ndarray):
+        return obj, cp
+    if isinstance(obj, np.ndarray):
+        return obj, np
+    if _is_gpu_object(obj):
+        if hasattr(obj, "__cuda_array_interface__"):
+            return cp.asarray(obj), cp
+        return cp.from_dlpack(obj), cp
+    if isinstance(obj, (list, tuple, numbers.Number, np.generic)):
+        return np.asarray(obj), np
+    if hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"):
+        return np.asarray(obj), np
+    raise TypeError(f"{name} must be an array, got {type(obj).__name__}")
+
+
+def common_backend(named: dict):
+    """The one backend of all given (non-None) operands; mixed ones are an error."""
+    xp, first = None, None
+    device = None
+    for name, arr in named.items():
+        if arr is None:
+            continue
+        a_xp = np if isinstance(arr, np.ndarray) else cupy_or_none()
+        if xp is None:
+            xp, first = a_xp, name
+        elif a_xp is not xp:
+            where = lambda x: "NumPy (host)" if x is np else "CuPy (GPU)"  # noqa: E731
+            raise ValueError(f"{name} is a {where(a_xp)} array but {first} is a {where(xp)} array; "
+                             "pass all operands on one device")
+        if a_xp is not np:
+            dev = arr.device.id
+            if device is None:
+                device = (dev, name)
+            elif dev != device[0]:
+                raise ValueError(f"{name} is on GPU {dev} but {device[1]} is on GPU {device[0]}")
+    return xp
+
+
+def check_dtype(arr, name: str) -> None:
+    dt = arr.dtype
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {dt}; supported dtypes are {_SUPPORTED_NAMES}")
+
+
+def result_dtype(named: dict) -> np.dtype:
+    dts = []
+    for name, arr in named.items():
+        if arr is None:
+            continue
+        check_dtype(arr, name)
+        dts.append(arr.dtype)
+    return np.result_type(*dts)
+
+
+def check_scalar(value, name: str, dtype: np.dtype):
+    """A finite scalar of ``dtype``; complex values with real arrays are a TypeError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Number, np.generic)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    z = complex(value)
+    if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if dtype.kind != "c":
+        if z.imag != 0 or isinstance(value, (complex, np.complexfloating)):
+            raise TypeError(f"{name} is complex ({value!r}) but the operands are real ({dtype})")
+        return dtype.type(z.real)
+    return dtype.type(z)
+
+
+def parse_op(letter, name: str) -> str:
+    if isinstance(letter, (int, np.integer)) and not isinstance(letter, bool) and letter in (0, 1, 2):
+        return "NTC"[int(letter)]
+    if isinstance(letter, str) and letter.upper() in ("N", "T", "C"):
+        return letter.upper()
+    raise ValueError(f"{name} must be one of 'N', 'T', 'C' (case-insensitive), got {letter!r}")
+
+
+# --- strides -----------------------------------------------------------------
+
+# Transposing a column-major view: op on X equals flip(op) on X^T.
+FLIP = {"N": "T", "T": "N", "C": "R", "R": "C"}
+OP_CODE = {"N": 0, "T": 1, "C": 2, "R": 3}
+
+
+def matrix_orientation(shape, strides_elems):
+    """('F', ld) when element (i, j) is at i + j*ld, ('C', ld) when at i*ld + j,
+    None when neither stride is +1 (the caller copies)."""
+    m, n = shape
+    rs, cs = strides_elems
+    if m <= 1 and n <= 1:
+        return "F", max(m, 1)
+    if rs == 1 or m == 1:
+        return "F", (cs if n > 1 else max(m, 1))
+    if cs == 1 or n == 1:
+        return "C", (rs if m > 1 else max(n, 1))
+    return None
+
+
+def batch_stride(shape, strides_elems):
+    """One stride s with offset(b) = flat(b) * s over the batch dims, or None."""
+    stride, span = None, None
+    for size, st in zip(reversed(shape), reversed(strides_elems)):
+        if size == 1:
+            continue
+        if stride is None:
+            stride, span = st, size
+            continue
+        if st != stride * span:
+            return None
+        span *= size
+    return 0 if stride is None else stride
+
+
+def elem_strides(arr):
+    item = arr.dtype.itemsize
+    out = []
+    for s in arr.strides:
+        if s % item:
+            return None
+        out.append(s // item)
+    return tuple(out)
+
+
+def op_transposes(op: str) -> bool:
+    return op in ("T", "C")
+
+
+def op_conjugates(op: str) -> bool:
+    return op in ("C", "R")

@@ -1,0 +1,203 @@
+"""Pointer-array and variable-size batches: lists of matrices and vectors.
+
+``PointerBatch`` (same-shape matrices) and ``VariableBatch`` (each its own
+shape) keep the device pointer array (and, for variable sizes, the device
+arrays of rows, columns and leading dimensions), so repeated calls on the same
+matrices pay for them once.  A plain list passed to a routine is turned into
+one of these for that call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arrays as ar
+from . import _launch as ln
+
+
+def _device_int64(xp, values):
+    return xp.asarray(np.asarray(values, dtype=np.int64))
+
+
+class MatrixBatch:
+    """Matrices of one dtype on one device, each read as a column-major view."""
+
+    _require_same_shape = False
+
+    def __init__(self, arrays, name: str = "A"):
+        if isinstance(arrays, MatrixBatch):
+            raise TypeError("already a batch")
+        members = [ar.as_array(a, f"{name}[{i}]")[0] for i, a in enumerate(arrays)]
+        named = {f"{name}[{i}]": a for i, a in enumerate(members)}
+        self.xp = ar.common_backend(named) if members else np
+        for key, a in named.items():
+            ar.check_dtype(a, key)
+            if a.ndim != 2:
+                raise ValueError(f"{key} must be a 2-D matrix, got shape {a.shape}")
+        self.dtype = ar.result_dtype(named) if members else np.dtype(np.float64)
+        self.shapes = [tuple(int(d) for d in a.shape) for a in members]
+        if self._require_same_shape and len(set(self.shapes)) > 1:
+            raise ValueError(f"{type(self).__name__} needs matrices of one shape; {name} has shapes "
+                             f"{sorted(set(self.shapes))[:4]}; use VariableBatch for mixed shapes")
+        self.name = name
+        self.arrays_user = members
+        self._prepare(members)
+
+    @classmethod
+    def from_list(cls, arrays, name: str = "A"):
+        arrays = list(arrays)
+        shapes = {getattr(a, "shape", None) for a in arrays}
+        kind = PointerBatch if len(shapes) <= 1 else VariableBatch
+        return kind(arrays, name)
+
+    def _prepare(self, members):
+        xp = self.xp
+        orients = []
+        for a in members:
+            st = ar.elem_strides(a)
+            orients.append(ar.matrix_orientation(a.shape, st) if st is not None else None)
+        votes = [o[0] for o in orients if o is not None]
+        order = "C" if votes.count("C") > votes.count("F") else "F"
+        kept, lds = [], []
+        for a, o in zip(members, orients):
+            if o is None or o[0] != order:
+                a = xp.ascontiguousarray(a) if order == "C" else xp.asfortranarray(a)
+                o = ar.matrix_orientation(a.shape, ar.elem_strides(a))
+            kept.append(a)
+            lds.append(o[1])
+        self.arrays = kept
+        self.transposed = order == "C"
+        self.view_shapes = [(n, m) if self.transposed else (m, n) for m, n in self.shapes]
+        self.lds = lds
+        uniform = len(set(self.view_shapes)) <= 1 and len(set(lds)) <= 1
+        self.layout = "pointer" if uniform else "variable"
+        self._struct = None
+
+    @property
+    def count(self) -> int:
+        return len(self.arrays)
+
+    @property
+    def view_dims_max(self):
+        if not self.view_shapes:
+            return 0, 0
+        return max(r for r, _ in self.view_shapes), max(c for _, c in self.view_shapes)
+
+    def astype(self, dtype):
+        if np.dtype(dtype) == self.dtype and all(a.dtype == self.dtype for a in self.arrays):
+            return self
+        return type(self)([a.astype(dtype) for a in self.arrays_user], self.name)
+
+    def struct(self, layout=None):
+        """The accessor struct for ``layout`` (default: this batch's own); built
+        once, so the pointer arrays stay on the device for repeated calls."""
+        layout = layout or self.layout
+        if self._struct is None or self._struct[0] != layout:
+            xp = self.xp
+            ptrs = _device_int64(xp, [a.data.ptr for a in self.arrays])
+            if layout == "pointer":
+                rows, cols = self.view_shapes[0] if self.view_shapes else (0, 0)
+                ld = self.lds[0] if self.lds else 1
+                self._keep = (ptrs,)
+                self._struct = layout, ln.pack("PointerMatrix", ptrs.data.ptr, 0, ld, rows, cols)
+            else:
+                m = _device_int64(xp, [r for r, _ in self.view_shapes])
+                n = _device_int64(xp, [c for _, c in self.view_shapes])
+                ld = _device_int64(xp, self.lds)
+                self._keep = (ptrs, m, n, ld)
+                self._struct = layout, ln.pack("VariableMatrix", ptrs.data.ptr, m.data.ptr, n.data.ptr,
+                                               ld.data.ptr)
+        return self._struct[1]
+
+
+class PointerBatch(MatrixBatch):
+    """Same-shape matrices (any addresses) behind one device pointer array.
+
+    Parameters
+    ----------
+    arrays : sequence of 2-D arrays of one shape (CuPy or NumPy)
+    """
+
+    _require_same_shape = True
+
+
+class VariableBatch(MatrixBatch):
+    """Matrices of different shapes: device arrays of pointers, rows, columns, ld.
+
+    Parameters
+    ----------
+    arrays : sequence of 2-D arrays (CuPy or NumPy)
+    """
+
+
+class VectorList:
+    """Vectors of a list batch behind one device pointer array with one increment."""
+
+    def __init__(self, arrays, xp, dtype):
+        self.arrays = arrays
+        self.xp = xp
+        self.dtype = np.dtype(dtype)
+        self._struct = None
+        incs = set()
+        for v in arrays:
+            st = ar.elem_strides(v)
+            incs.add(st[0] if (st is not None and v.shape[0] > 1) else None)
+        incs.discard(None)
+        self.inc = incs.pop() if len(incs) == 1 else (1 if not incs else None)
+        self.direct = self.inc is not None and self.inc != 0
+
+    def astype(self, dtype):
+        if self.dtype == np.dtype(dtype) and self.inc is not None:
+            return self
+        return VectorList([self.xp.ascontiguousarray(v.astype(dtype, copy=False)) for v in self.arrays],
+                          self.xp, dtype)
+
+    def struct(self):
+        if self._struct is None:
+            if self.inc is None:
+                raise AssertionError("mixed increments: call astype() first")
+            self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
+            self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
+        return self._struct
+
+
+def allocate_vectors(lengths, dtype, xp) -> VectorList:
+    """New vectors as views of one buffer (the result of a list call)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    flat = xp.empty(int(offsets[-1]), dtype)
+    views = [flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))]
+    result = VectorList(views, xp, dtype)
+    result.inc = 1
+    result.direct = True
+    return result
+
+
+def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -> VectorList:
+    """The vectors of a list call: a list of 1-D arrays, an array (count, k), or one 1-D array."""
+    xp, count = batch.xp, batch.count
+    if isinstance(obj, (list, tuple)):
+        if len(obj) != count:
+            raise ValueError(f"{name} has {len(obj)} vectors but {batch.name} has {count} matrices")
+        vectors = [ar.as_array(v, f"{name}[{i}]")[0] for i, v in enumerate(obj)]
+    else:
+        arr = ar.as_array(obj, name)[0]
+        if arr.ndim == 1:
+            vectors = [arr] * count
+        elif arr.ndim == 2 and arr.shape[0] == count:
+            vectors = [arr[i] for i in range(count)]
+        else:
+            raise ValueError(f"{name} must be a list of {count} vectors, an array ({count}, k) or "
+                             f"one 1-D array; got shape {arr.shape}")
+    named = {f"{name}[{i}]": v for i, v in enumerate(vectors)}
+    if count:
+        if ar.common_backend({batch.name: batch.arrays_user[0], **named}) is not xp:
+            raise ValueError(f"{name} must be on the same device as {batch.name}")
+    for i, (v, length) in enumerate(zip(vectors, lengths)):
+        if v.ndim != 1 or v.shape[0] != length:
+            raise ValueError(f"{name}[{i}] has shape {v.shape}, expected ({length},) for "
+                             f"{batch.name}[{i}] of shape {batch.shapes[i]}")
+        ar.check_dtype(v, f"{name}[{i}]")
+        if exact_dtype is not None and v.dtype != exact_dtype:
+            raise TypeError(f"{name}[{i}] has dtype {v.dtype}, expected {np.dtype(exact_dtype)}")
+    dtype = ar.result_dtype(named) if vectors else batch.dtype
+    return VectorList(vectors, xp, dtype)

@@ -1,0 +1,49 @@
+"""Kernel arguments: accessor structs packed as NumPy structured scalars.
+
+Each accessor of ``device_functions/layouts.cuh`` is a struct of 8-byte fields;
+CuPy passes a NumPy structured scalar by value with the same bytes, so the
+host fills the struct field by field here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import CTYPES
+
+
+def _struct(*names):
+    return np.dtype([(n, "<i8") for n in names], align=True)
+
+
+_DTYPES = {
+    "UniformMatrix": _struct("base", "stride", "ld", "m", "n"),
+    "PointerMatrix": _struct("ptrs", "offset", "ld", "m", "n"),
+    "VariableMatrix": _struct("ptrs", "m", "n", "ld"),
+    "UniformVector": _struct("base", "stride", "inc"),
+    "PointerVector": _struct("ptrs", "offset", "inc"),
+}
+
+# Per batch layout: (matrix accessor, vector accessor).
+LAYOUT_ACCESSORS = {
+    "uniform": ("UniformMatrix", "UniformVector"),
+    "pointer": ("PointerMatrix", "PointerVector"),
+    "variable": ("VariableMatrix", "PointerVector"),
+}
+
+
+def pack(accessor: str, *fields) -> np.void:
+    return np.array([tuple(int(f) for f in fields)], dtype=_DTYPES[accessor])[0]
+
+
+def accessor_type(accessor: str, dtype) -> str:
+    return f"bdf::{accessor}<{CTYPES[np.dtype(dtype)]}>"
+
+
+def data_ptr(arr) -> int:
+    return arr.data.ptr
+
+
+def grid_for(items: int, groups_per_block: int) -> int:
+    """Blocks for a grid-stride loop over ``items`` work items (gridDim.x only)."""
+    return max(1, min(-(-items // groups_per_block), 2**31 - 1))

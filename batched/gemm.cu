@@ -1,0 +1,64 @@
+// Batched GEMM: out_b = alpha * op(A_b) op(B_b) + beta * C_b for every product b.
+// One kernel body for the three layouts (the accessors of layouts.cuh).
+#include "common.cuh"
+#include "gemm.cuh"
+#include "layouts.cuh"
+
+#define GEMM_READ_C 1        // beta != 0: C is read; otherwise never touched
+#define GEMM_SKIP_PRODUCT 2  // alpha == 0 or k == 0: A and B are never read
+
+// Sub-warp groups pack several products into one 128-thread block.
+__host__ __device__ constexpr int gemm_block_threads(int group) { return group > 32 ? group : 128; }
+
+template <typename T> struct GemmStore {
+  T alpha, beta;
+  const T* c; long long ldc;
+  T* out; long long ldo;
+  bool read_c;
+  __device__ void operator()(int i, int j, T r) const {
+    T v = alpha * r;
+    if (read_c) v += beta * c[i + j * ldc];
+    out[i + j * ldo] = v;
+  }
+};
+
+// Work item = (product b, tile ti, tile tj); op(A_b) is m x k, op(B_b) k x n,
+// out_b m x n (sizes from the accessors: A gives m and k, B gives n).
+template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K>
+__global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y))
+gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
+            typename MatA::value_type alpha, typename MatA::value_type beta, int flags,
+            long long count, int tiles_m, int tiles_n) {
+  using T = typename MatA::value_type;
+  constexpr int G = DIM_X * DIM_Y;
+  constexpr int GROUPS = gemm_block_threads(G) / G;
+  constexpr int SA = bdf::gemm_smem_a<BLK_M, BLK_K>(), SB = bdf::gemm_smem_b<BLK_N, BLK_K>();
+  __shared__ __align__(16) unsigned char smem_bytes[GROUPS * (SA + SB) * sizeof(T)];
+  const int group = threadIdx.x / G;
+  T* sA = reinterpret_cast<T*>(smem_bytes) + group * (SA + SB);
+  T* sB = sA + SA;
+
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool read_c = flags & GEMM_READ_C;
+  const long long tiles = (long long)tiles_m * tiles_n, items = count * tiles;
+  for (long long item = (long long)blockIdx.x * GROUPS + group; item < items;
+       item += (long long)gridDim.x * GROUPS) {
+    const long long b = item / tiles;
+    const int t = int(item - b * tiles);
+    const int i0 = (t % tiles_m) * BLK_M, j0 = (t / tiles_m) * BLK_N;
+    const int m = out.rows(b), n = out.cols(b);
+    if (i0 >= m || j0 >= n) continue;  // uniform over the group
+    const int k = bdf::op_transposes(opA) ? A.rows(b) : A.cols(b);
+    const GemmStore<T> store{alpha, beta, read_c ? C.matrix(b) : nullptr, C.ldim(b),
+                                   out.matrix(b), out.ldim(b), read_c};
+    if (flags & GEMM_SKIP_PRODUCT) {
+      for (int e = g.rank; e < BLK_M * BLK_N; e += G) {
+        const int i = i0 + e % BLK_M, j = j0 + e / BLK_M;
+        if (i < m && j < n) store(i, j, T(0));
+      }
+      continue;
+    }
+    bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(
+        g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);
+  }
+}

@@ -1,0 +1,69 @@
+// Batched GEMV: out_b = alpha * op(A_b) x_b + beta * y_b for every matrix b of a batch.
+// One kernel body for the three layouts (the MatA / Vec accessors of layouts.cuh).
+#include "common.cuh"
+#include "gemv.cuh"
+#include "layouts.cuh"
+
+// Launch flags (uniform over a launch).
+#define GEMV_CONJ 1          // op(A) conjugates
+#define GEMV_READ_Y 2        // beta != 0: y is read; otherwise never touched
+#define GEMV_SKIP_PRODUCT 4  // alpha == 0: A and x are never read
+
+// Sub-warp groups pack several matrices into one 256-thread block.
+__host__ __device__ constexpr int gemv_block_threads(int group) { return group > 32 ? group : 256; }
+
+template <typename T> struct GemvStore {
+  T alpha, beta;
+  const T* y; long long incy;
+  T* out; long long inco;
+  bool read_y;
+  __device__ void operator()(int i, T r) const {
+    T v = alpha * r;
+    if (read_y) v += beta * y[i * incy];
+    out[i * inco] = v;
+  }
+};
+
+// Work item = (matrix b, output tile t): TILE outputs of one matrix (TILE == 0:
+// the whole output, the big-tile setting).  tiles = tiles per matrix for the
+// largest output length of the batch.
+template <class MatA, class Vec, int DIM_X, int DIM_Y, int TILE, bool TRANS>
+__global__ void __launch_bounds__(gemv_block_threads(DIM_X * DIM_Y))
+gemv_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
+            typename MatA::value_type beta, int flags, long long count, int tiles) {
+  using T = typename MatA::value_type;
+  constexpr int G = DIM_X * DIM_Y;
+  constexpr int GROUPS = gemv_block_threads(G) / G;
+  constexpr int WORK = G > 32 ? G * bdf::GEMV_UNROLL : 1;
+  __shared__ __align__(16) unsigned char work_bytes[WORK * sizeof(T)];
+  T* work = reinterpret_cast<T*>(work_bytes);
+
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool conj = flags & GEMV_CONJ, read_y = flags & GEMV_READ_Y;
+  const long long items = count * tiles;
+  for (long long item = (long long)blockIdx.x * GROUPS + threadIdx.x / G; item < items;
+       item += (long long)gridDim.x * GROUPS) {
+    const long long b = item / tiles;
+    const int t = int(item - b * tiles);
+    const int m = A.rows(b), n = A.cols(b);
+    const int len = TRANS ? n : m;
+    const int start = TILE ? t * TILE : 0;
+    if (start >= len) continue;  // uniform over the group (one group per block when G > 32)
+    const int stop = TILE ? min(len, start + TILE) : len;
+    T* o = out.vector(b) + start * out.inc;
+    const T* yb = read_y ? y.vector(b) + start * y.inc : nullptr;
+    if (flags & GEMV_SKIP_PRODUCT) {
+      for (int i = g.rank; i < stop - start; i += G) o[i * out.inc] = read_y ? beta * yb[i * y.inc] : T(0);
+      continue;
+    }
+    const GemvStore<T> store{alpha, beta, yb, y.inc, o, out.inc, read_y};
+    const T* a = A.matrix(b);
+    const long long lda = A.ldim(b);
+    if (TRANS)
+      bdf::gemv_t<T, DIM_X, DIM_Y>(g, m, stop - start, a + start * lda, lda, x.vector(b), x.inc,
+                                   conj, work, store);
+    else
+      bdf::gemv_n<T, DIM_X, DIM_Y>(g, stop - start, n, a + start, lda, x.vector(b), x.inc,
+                                   conj, work, store);
+  }
+}

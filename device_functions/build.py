@@ -1,0 +1,128 @@
+"""Run-time compilation of the kernel sources, and the compile-everything check.
+
+Kernel sources (``*.cu`` next to the Python that launches them) include the
+device-function headers of this folder.  ``get_kernel`` compiles one template
+instantiation for the current GPU through ``cupy.RawModule`` and memoizes it
+per (source, instantiation, device); CuPy's disk cache makes later processes
+start fast.  ``compile_registered`` compiles every registered instantiation for
+a named architecture through NVRTC directly, without a GPU, so CI catches a
+kernel that does not compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+from pathlib import Path
+
+HEADER_DIR = Path(__file__).resolve().parent
+
+_registry: dict[Path, set[str]] = {}
+_kernels: dict[tuple, object] = {}
+
+
+class BuildError(RuntimeError):
+    """A kernel failed to compile; the message holds NVRTC's log."""
+
+
+def register(source, name_expressions) -> None:
+    """Declare instantiations of ``source`` that launchers may ask for."""
+    _registry.setdefault(Path(source).resolve(), set()).update(name_expressions)
+
+
+def registered() -> dict[Path, frozenset[str]]:
+    return {src: frozenset(names) for src, names in _registry.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def include_dirs() -> tuple[str, ...]:
+    """This folder, CuPy's headers, and the CCCL folders inside them.
+
+    NVRTC finds ``<cupy/complex.cuh>`` without a GPU only when the CCCL folders
+    (libcudacxx, cub, thrust) are on the include path as well.
+    """
+    import cupy
+
+    cupy_include = Path(cupy.__file__).resolve().parent / "_core" / "include"
+    cccl = cupy_include / "cupy" / "_cccl"
+    return (str(HEADER_DIR), str(cupy_include),
+            *(str(cccl / d) for d in ("libcudacxx", "cub", "thrust")))
+
+
+@functools.lru_cache(maxsize=None)
+def headers_digest() -> str:
+    """Digest of every header here: CuPy's disk cache keys on the source text
+    and the options but not on headers found through -I, so the digest goes
+    into the options and an edited header never reuses a stale kernel."""
+    h = hashlib.sha256()
+    for path in sorted(HEADER_DIR.glob("*.cuh")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compile_options(source: Path) -> tuple[str, ...]:
+    dirs = (str(Path(source).resolve().parent), *include_dirs())
+    return ("-std=c++17", f"-DBATCHED_HEADERS_DIGEST=0x{headers_digest()}",
+            *(f"-I{d}" for d in dirs))
+
+
+@functools.lru_cache(maxsize=None)
+def _source_text(source: Path) -> str:
+    return Path(source).read_text()
+
+
+def get_kernel(source, name_expression: str):
+    """The compiled ``cupy.RawKernel`` of one instantiation on the current device."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    key = (source, name_expression, device)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        path = Path(source).resolve()
+        module = cupy.RawModule(code=_source_text(path), options=compile_options(path),
+                                name_expressions=[name_expression])
+        try:
+            kernel = module.get_function(name_expression)
+        except cupy.cuda.compiler.CompileException as exc:
+            raise BuildError(f"compiling {name_expression} from {path.name} failed:\n"
+                             f"{exc.get_message()}") from None
+        _kernels[key] = kernel
+    return kernel
+
+
+def compile_registered(arch: str = "sm_90", sources=None) -> dict[str, int]:
+    """Compile every registered instantiation for ``arch`` through NVRTC.
+
+    Needs no GPU (only the NVRTC library, e.g. the ``nvidia-cuda-nvrtc``
+    wheel).  Returns {source name: number of instantiations}; raises
+    ``BuildError`` with NVRTC's log and the instantiation names on failure.
+    """
+    from cupy_backends.cuda.libs import nvrtc
+
+    done = {}
+    for path, names in sorted(registered().items()):
+        if sources is not None and path.name not in sources:
+            continue
+        names = sorted(names)
+        program = nvrtc.createProgram(_source_text(path), path.name, [], [])
+        try:
+            for name in names:
+                nvrtc.addNameExpression(program, name)
+            options = [*compile_options(path), f"--gpu-architecture={arch}"]
+            try:
+                nvrtc.compileProgram(program, options)
+            except nvrtc.NVRTCError:
+                log = nvrtc.getProgramLog(program)
+                raise BuildError(f"compiling {path.name} for {arch} failed; "
+                                 f"instantiations: {', '.join(names)}\n{log}") from None
+            for name in names:  # every name must have produced a kernel
+                nvrtc.getLoweredName(program, name)
+        finally:
+            nvrtc.destroyProgram(program)
+        done[path.name] = len(names)
+    return done
+
+

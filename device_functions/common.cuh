@@ -1,0 +1,58 @@
+// common.cuh: scalar types, conjugation, warp shuffles and thread groups shared
+// by every device function in this folder.
+#pragma once
+#include <cupy/complex.cuh>
+
+namespace bdf {
+
+// Matrix operations, as the launchers pass them: op(X) is X, X^T, X^H or
+// conj(X).  OP_R (conjugate without transpose) appears when a row-major
+// operand is read as the transpose of a column-major one under 'C'.
+enum Op : int { OP_N = 0, OP_T = 1, OP_C = 2, OP_R = 3 };
+__host__ __device__ constexpr bool op_transposes(int op) { return op == OP_T || op == OP_C; }
+__host__ __device__ constexpr bool op_conjugates(int op) { return op == OP_C || op == OP_R; }
+
+template <typename T> __device__ __forceinline__ T conj_if(T a, bool) { return a; }
+template <typename R>
+__device__ __forceinline__ complex<R> conj_if(complex<R> a, bool c) { return c ? conj(a) : a; }
+
+
+template <typename T> __device__ __forceinline__ T shfl_xor(T v, int lane_mask, unsigned mask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
+}
+template <typename R>
+__device__ __forceinline__ complex<R> shfl_xor(complex<R> v, int lane_mask, unsigned mask) {
+  return complex<R>(__shfl_xor_sync(mask, v.real(), lane_mask),
+                    __shfl_xor_sync(mask, v.imag(), lane_mask));
+}
+
+// SIZE consecutive threads of a 1-D block that work on one matrix.
+// SIZE <= 32: a power of two inside one warp; barriers are __syncwarp on its lanes,
+//             so several groups (and several matrices) share a block.
+// SIZE > 32:  the group is the whole block; barriers are __syncthreads.
+template <int SIZE> struct ThreadGroup {
+  static_assert(SIZE > 32 || (SIZE & (SIZE - 1)) == 0, "a sub-warp group must be a power of two");
+  static constexpr int size = SIZE;
+  int rank;  // 0 .. SIZE-1
+  __device__ explicit ThreadGroup(int r) : rank(r) {}
+  __device__ __forceinline__ unsigned lanes() const {
+    if (SIZE >= 32) return 0xffffffffu;
+    const unsigned lane = threadIdx.x & 31u;
+    return ((1u << SIZE) - 1u) << (lane & ~unsigned(SIZE - 1));
+  }
+  __device__ __forceinline__ void sync() const {
+    if (SIZE > 32) __syncthreads(); else __syncwarp(lanes());
+  }
+};
+
+// Sum of v over the lanes rank % STRIDE_SPAN ... of a group: a butterfly over
+// lane distances FIRST, 2*FIRST, ..., FIRST*(COUNT/2) (COUNT a power of two,
+// FIRST*COUNT <= 32).  Every lane ends with the sum.
+template <int FIRST, int COUNT, typename T>
+__device__ __forceinline__ T butterfly_sum(T v, unsigned mask) {
+#pragma unroll
+  for (int d = FIRST * (COUNT / 2); d >= FIRST; d /= 2) v += shfl_xor(v, d, mask);
+  return v;
+}
+
+}  // namespace bdf

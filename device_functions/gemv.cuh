@@ -1,0 +1,111 @@
+// gemv.cuh: matrix-vector products for ONE matrix, computed by one thread group.
+//
+// Both functions hand each result to an epilogue `store(i, r)` instead of
+// writing y themselves, so BLAS's y = alpha*r + beta*y (batched GEMV), x -= r
+// (TRSV's off-diagonal update) and LABRD's updates reuse the same loops.
+//
+// Threads:  a ThreadGroup<DIM_X * DIM_Y>; thread (tx, ty) = (rank % DIM_X, rank / DIM_X).
+//           DIM_X, DIM_Y powers of two, DIM_X <= 32. Every thread of the group calls it.
+// Shared:   gemv_n with a group of more than 32 threads needs `work` with
+//           DIM_X * DIM_Y * GEMV_UNROLL elements of T; otherwise `work` may be null.
+//           Contents undefined on exit.
+// Sync:     no barrier assumed on entry; ends after a barrier when it used `work`.
+// Memory:   A (column-major, element (i, j) at A[i + j * lda]) and x are read-only,
+//           global or shared; A and x are not read when m or n is 0.
+//           store(i, r) is called exactly once per output index, by one thread.
+// Failure:  none; NaN/Inf propagate as in BLAS.
+#pragma once
+#include "common.cuh"
+
+namespace bdf {
+
+// Output rows (N) or columns (T) each thread accumulates per pass: independent
+// loads in flight per thread, which is what keeps a memory-bound GEMV busy.
+constexpr int GEMV_UNROLL = 4;
+
+// r_i = sum_j op(A)(i, j) x_j for i < m; op(A) = A, or conj(A) when `conj`.
+template <typename T, int DIM_X, int DIM_Y, class Store>
+__device__ void gemv_n(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* __restrict__ A,
+                       long long lda, const T* __restrict__ x, long long incx, bool conj,
+                       T* work, Store store) {
+  constexpr int Q = GEMV_UNROLL;
+  const int tx = g.rank % DIM_X, ty = g.rank / DIM_X;
+  const unsigned lanes = g.lanes();
+  for (int ib = 0; ib < m; ib += DIM_X * Q) {
+    T acc[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) acc[q] = T(0);
+#pragma unroll 2
+    for (int j = ty; j < n; j += DIM_Y) {
+      const T xj = x[j * incx];
+      const T* col = A + j * lda;
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const int i = ib + tx + q * DIM_X;
+        if (i < m) acc[q] += conj_if(col[i], conj) * xj;
+      }
+    }
+    if (DIM_Y == 1) {
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const int i = ib + tx + q * DIM_X;
+        if (i < m) store(i, acc[q]);
+      }
+    } else if (DIM_X * DIM_Y <= 32) {  // the column partials of a row sit in one warp
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        acc[q] = butterfly_sum<DIM_X, DIM_Y>(acc[q], lanes);
+        const int i = ib + tx + q * DIM_X;
+        if (ty == 0 && i < m) store(i, acc[q]);
+      }
+    } else {  // partials of a row span warps: reduce through shared memory
+      g.sync();  // a previous pass may still read `work`
+#pragma unroll
+      for (int q = 0; q < Q; ++q) work[(q * DIM_Y + ty) * DIM_X + tx] = acc[q];
+      g.sync();
+      for (int s = g.rank; s < Q * DIM_X; s += DIM_X * DIM_Y) {
+        const int q = s / DIM_X, t = s % DIM_X, i = ib + t + q * DIM_X;
+        if (i < m) {
+          T r = T(0);
+          for (int y = 0; y < DIM_Y; ++y) r += work[(q * DIM_Y + y) * DIM_X + t];
+          store(i, r);
+        }
+      }
+      g.sync();
+    }
+  }
+}
+
+// r_j = sum_i op(A)(i, j) x_i for j < n; op(A)(i, j) = A(i, j), or conj when `conj`
+// (i.e. r = A^T x or A^H x).  Rows are spread over tx so that a warp reads
+// contiguous runs of each column; the column sums are reduced across tx in-warp.
+template <typename T, int DIM_X, int DIM_Y, class Store>
+__device__ void gemv_t(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* __restrict__ A,
+                       long long lda, const T* __restrict__ x, long long incx, bool conj,
+                       T* /*work*/, Store store) {
+  constexpr int Q = GEMV_UNROLL;
+  const int tx = g.rank % DIM_X, ty = g.rank / DIM_X;
+  const unsigned lanes = g.lanes();
+  for (int jb = 0; jb < n; jb += DIM_Y * Q) {
+    T acc[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) acc[q] = T(0);
+#pragma unroll 2
+    for (int i = tx; i < m; i += DIM_X) {
+      const T xi = x[i * incx];
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        const int j = jb + ty + q * DIM_Y;
+        if (j < n) acc[q] += conj_if(A[i + j * lda], conj) * xi;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      acc[q] = butterfly_sum<1, DIM_X>(acc[q], lanes);
+      const int j = jb + ty + q * DIM_Y;
+      if (tx == 0 && j < n) store(j, acc[q]);
+    }
+  }
+}
+
+}  // namespace bdf
