@@ -136,17 +136,22 @@ FLIP = {"N": "T", "T": "N", "C": "R", "R": "C"}
 OP_CODE = {"N": 0, "T": 1, "C": 2, "R": 3}
 
 
-def matrix_orientation(shape, strides_elems):
+def matrix_orientation(shape, strides_elems, prefer: str = "F"):
     """('F', ld) when element (i, j) is at i + j*ld, ('C', ld) when at i*ld + j,
-    None when neither stride is +1 (the caller copies)."""
+    None when neither stride is +1 (the caller copies).
+
+    A matrix with one row or column (or none) is both; ``prefer`` picks, so that
+    every member of a list batch can be read in the batch's one orientation.
+    """
     m, n = shape
     rs, cs = strides_elems
-    if m <= 1 and n <= 1:
-        return "F", max(m, 1)
-    if rs == 1 or m == 1:
-        return "F", (cs if n > 1 else max(m, 1))
-    if cs == 1 or n == 1:
-        return "C", (rs if m > 1 else max(n, 1))
+    empty = m == 0 or n == 0
+    f_ok = empty or m == 1 or rs == 1
+    c_ok = empty or n == 1 or cs == 1
+    if f_ok and (prefer == "F" or not c_ok):
+        return "F", (cs if n > 1 and not empty else max(m, 1))
+    if c_ok:
+        return "C", (rs if m > 1 and not empty else max(n, 1))
     return None
 
 

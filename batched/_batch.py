@@ -52,17 +52,21 @@ class MatrixBatch:
 
     def _prepare(self, members):
         xp = self.xp
-        orients = []
-        for a in members:
+
+        def orientation(a, prefer):
             st = ar.elem_strides(a)
-            orients.append(ar.matrix_orientation(a.shape, st) if st is not None else None)
-        votes = [o[0] for o in orients if o is not None]
+            return ar.matrix_orientation(a.shape, st, prefer) if st is not None else None
+
+        # Matrices with one row or column fit either orientation: only the others vote.
+        votes = [orientation(a, "F")[0] for a in members
+                 if orientation(a, "F") is not None and orientation(a, "F") == orientation(a, "C")]
         order = "C" if votes.count("C") > votes.count("F") else "F"
         kept, lds = [], []
-        for a, o in zip(members, orients):
+        for a in members:
+            o = orientation(a, order)
             if o is None or o[0] != order:
                 a = xp.ascontiguousarray(a) if order == "C" else xp.asfortranarray(a)
-                o = ar.matrix_orientation(a.shape, ar.elem_strides(a))
+                o = orientation(a, order)
             kept.append(a)
             lds.append(o[1])
         self.arrays = kept

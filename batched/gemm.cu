@@ -43,14 +43,15 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
   const long long tiles = (long long)tiles_m * tiles_n, items = count * tiles;
   for (long long item = (long long)blockIdx.x * GROUPS + group; item < items;
        item += (long long)gridDim.x * GROUPS) {
-    const long long b = item / tiles;
+    const long long b = tiles == 1 ? item : item / tiles;  // skip the 64-bit division for big-tile
     const int t = int(item - b * tiles);
     const int i0 = (t % tiles_m) * BLK_M, j0 = (t / tiles_m) * BLK_N;
     const int m = out.rows(b), n = out.cols(b);
     if (i0 >= m || j0 >= n) continue;  // uniform over the group
     const int k = bdf::op_transposes(opA) ? A.rows(b) : A.cols(b);
-    const GemmStore<T> store{alpha, beta, read_c ? C.matrix(b) : nullptr, C.ldim(b),
-                                   out.matrix(b), out.ldim(b), read_c};
+    // C's accessor is empty (null arrays) when it is not read: touch it only under read_c.
+    const GemmStore<T> store{alpha, beta, read_c ? C.matrix(b) : nullptr, read_c ? C.ldim(b) : 0,
+                             out.matrix(b), out.ldim(b), read_c};
     if (flags & GEMM_SKIP_PRODUCT) {
       for (int e = g.rank; e < BLK_M * BLK_N; e += G) {
         const int i = i0 + e % BLK_M, j = j0 + e / BLK_M;

@@ -43,7 +43,8 @@ gemv_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
   const long long items = count * tiles;
   for (long long item = (long long)blockIdx.x * GROUPS + threadIdx.x / G; item < items;
        item += (long long)gridDim.x * GROUPS) {
-    const long long b = item / tiles;
+    // 64-bit division costs more than a tiny matrix's whole product: skip it for big-tile.
+    const long long b = tiles == 1 ? item : item / tiles;
     const int t = int(item - b * tiles);
     const int m = A.rows(b), n = A.cols(b);
     const int len = TRANS ? n : m;

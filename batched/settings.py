@@ -97,6 +97,7 @@ class GemmSetting:
 GEMV_SETTINGS = (
     GemvSetting(1, 32), GemvSetting(2, 16), GemvSetting(4, 8), GemvSetting(8, 4),
     GemvSetting(16, 2), GemvSetting(32, 1),
+    GemvSetting(4, 4), GemvSetting(8, 2), GemvSetting(16, 1),  # half-warp groups: 2 matrices a warp
     GemvSetting(32, 4),            # big-tile, 128 threads per matrix
     GemvSetting(32, 8, tile=32),   # classic: 32 outputs per 256-thread block
     GemvSetting(32, 8, tile=64),
