@@ -97,7 +97,10 @@ class GemmSetting:
 GEMV_SETTINGS = (
     GemvSetting(1, 32), GemvSetting(2, 16), GemvSetting(4, 8), GemvSetting(8, 4),
     GemvSetting(16, 2), GemvSetting(32, 1),
-    GemvSetting(4, 4), GemvSetting(8, 2), GemvSetting(16, 1),  # half-warp groups: 2 matrices a warp
+    GemvSetting(4, 4), GemvSetting(8, 2),
+    # One output per thread, no reduction: several tiny matrices per warp.
+    GemvSetting(4, 1), GemvSetting(8, 1), GemvSetting(16, 1),
+    GemvSetting(1, 4), GemvSetting(1, 8), GemvSetting(1, 16),
     GemvSetting(32, 4),            # big-tile, 128 threads per matrix
     GemvSetting(32, 8, tile=32),   # classic: 32 outputs per 256-thread block
     GemvSetting(32, 8, tile=64),
@@ -116,13 +119,18 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
                         multiprocessors: int = 132) -> GemvSetting:
     """Default setting for a column-major ``rows x cols`` matrix.
 
-    trans=False (gemv_n): threads along the output rows.  trans=True (gemv_t):
-    threads along the reduction rows, one warp-lane group per column.  Up to 32
-    rows a 32-thread group owns a matrix (several matrices per block); beyond,
-    a 128-thread group when there are enough matrices to fill the GPU, else a
-    classic tiling over the outputs.
+    trans=False (gemv_n): up to 32 rows, a thread per output row in a sub-warp
+    group (several matrices per warp).  trans=True (gemv_t): up to 8 rows, a
+    thread per output column; up to 32, lanes along the column reduced by
+    shuffles.  Beyond 32 rows, a 128-thread group per matrix when there are
+    enough matrices to fill the GPU, else a classic tiling over the outputs.
+    First guesses: bench/gemv.py --sweep measures every setting per shape.
     """
-    if rows <= 32:
+    if not trans and rows <= 32:  # a thread per output row, columns looped: no reduction
+        return GemvSetting(_pow2_at_least(rows, 4, 32), 1)
+    if trans and rows <= 8:  # a thread per output column, its short column looped
+        return GemvSetting(1, _pow2_at_least(cols, 4, 32))
+    if rows <= 32:  # a lane group per column reduced by shuffles
         dim_x = _pow2_at_least(rows, 1, 32)
         return GemvSetting(dim_x, 32 // dim_x)
     outputs = cols if trans else rows

@@ -22,6 +22,8 @@ namespace bdf {
 // Output rows (N) or columns (T) each thread accumulates per pass: independent
 // loads in flight per thread, which is what keeps a memory-bound GEMV busy.
 constexpr int GEMV_UNROLL = 4;
+// The reduction loops are unrolled 8 deep on top, so that a thread that owns a
+// single output (tiny matrices) still has 8 loads in flight.
 
 // r_i = sum_j op(A)(i, j) x_j for i < m; op(A) = A, or conj(A) when `conj`.
 template <typename T, int DIM_X, int DIM_Y, class Store>
@@ -35,7 +37,7 @@ __device__ void gemv_n(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* __re
     T acc[Q];
 #pragma unroll
     for (int q = 0; q < Q; ++q) acc[q] = T(0);
-#pragma unroll 2
+#pragma unroll 8
     for (int j = ty; j < n; j += DIM_Y) {
       const T xj = x[j * incx];
       const T* col = A + j * lda;
@@ -90,7 +92,7 @@ __device__ void gemv_t(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* __re
     T acc[Q];
 #pragma unroll
     for (int q = 0; q < Q; ++q) acc[q] = T(0);
-#pragma unroll 2
+#pragma unroll 8
     for (int i = tx; i < m; i += DIM_X) {
       const T xi = x[i * incx];
 #pragma unroll
