@@ -151,7 +151,7 @@ class VectorList:
         self.direct = self.inc is not None and self.inc != 0
 
     def astype(self, dtype):
-        if self.dtype == np.dtype(dtype) and self.inc is not None:
+        if self.inc is not None and all(v.dtype == np.dtype(dtype) for v in self.arrays):
             return self
         return VectorList([self.xp.ascontiguousarray(v.astype(dtype, copy=False)) for v in self.arrays],
                           self.xp, dtype)

@@ -41,18 +41,19 @@ def _broadcast(arr, shape, xp):
     return arr if tuple(arr.shape) == tuple(shape) else xp.broadcast_to(arr, shape)
 
 
-def matrix_operand(arr, batch_shape, xp) -> MatrixOperand:
+def matrix_operand(arr, batch_shape, xp, prefer: str = "F") -> MatrixOperand:
+    """``prefer``: the orientation a matrix with one row or column is read in."""
     m, n = arr.shape[-2:]
     arr = _broadcast(arr, (*batch_shape, m, n), xp)
     strides = elem_strides(arr)
     orient = stride = None
     if strides is not None:
-        orient = matrix_orientation((m, n), strides[-2:])
+        orient = matrix_orientation((m, n), strides[-2:], prefer)
         stride = batch_stride(batch_shape, strides[:-2])
     if orient is None or stride is None:
         arr = xp.ascontiguousarray(arr)
         strides = elem_strides(arr)
-        orient = matrix_orientation((m, n), strides[-2:])
+        orient = matrix_orientation((m, n), strides[-2:], prefer)
         stride = batch_stride(batch_shape, strides[:-2])
     order, ld = orient
     if order == "F":
@@ -93,3 +94,38 @@ def writable_directly(out, batch_shape, core_ndim: int) -> bool:
         return core[0] <= 1 or strides[-1] != 0
     orient = matrix_orientation(core, strides[-2:])
     return orient is not None and (min(core) <= 1 or orient[1] >= (core[0] if orient[0] == "F" else core[1]))
+
+
+def _span(a):
+    """[first byte, last byte] an array can touch."""
+    lo = hi = a.data.ptr
+    for size, st in zip(a.shape, a.strides):
+        if size > 1:
+            if st > 0:
+                hi += (size - 1) * st
+            else:
+                lo += (size - 1) * st
+    return lo, hi + a.dtype.itemsize
+
+
+def lists_overlap(outs, ins) -> bool:
+    """Does any array of ``outs`` share memory with any of ``ins`` (by address
+    span, which may report overlap for interleaved but disjoint arrays: the
+    caller then computes into a private buffer, which is always correct).
+    O((n + m) log m), so large list batches stay cheap."""
+    import bisect
+
+    spans = sorted(_span(a) for a in ins if a.size)
+    starts = [lo for lo, _ in spans]
+    reach, far = [], None  # reach[i]: furthest end among spans[:i+1]
+    for _, hi in spans:
+        far = hi if far is None else max(far, hi)
+        reach.append(far)
+    for o in outs:
+        if not o.size:
+            continue
+        lo, hi = _span(o)
+        i = bisect.bisect_left(starts, hi) - 1  # spans starting before o ends
+        if i >= 0 and reach[i] > lo:
+            return True
+    return False

@@ -9,7 +9,7 @@ import numpy as np
 from . import _arrays as ar
 from . import _launch as ln
 from ._batch import MatrixBatch, VariableBatch
-from ._operands import matrix_operand, overlaps, writable_directly
+from ._operands import lists_overlap, matrix_operand, overlaps, writable_directly
 from .device_functions import build
 from .settings import GEMM_SETTINGS, GemmSetting, check_setting, choose_gemm_setting, multiprocessor_count
 
@@ -140,13 +140,14 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         empty = ln.pack("UniformMatrix", 0, 0, 1, 0, 0)
         c = empty
         if read_c:
-            cm = C.astype(dtype, copy=False)
-            co = matrix_operand(cm, batch, xp)
+            cm = xp.broadcast_to(C.astype(dtype, copy=False), shape)
+            prefer = "C" if t.transposed else "F"
+            co = matrix_operand(cm, batch, xp, prefer)
             if co.transposed != t.transposed:  # C must be read in the target's orientation
                 full = xp.broadcast_to(cm, shape)
                 cm = (xp.ascontiguousarray(full) if t.transposed else
                       xp.ascontiguousarray(xp.swapaxes(full, -1, -2)).swapaxes(-1, -2))
-                co = matrix_operand(cm, batch, xp)
+                co = matrix_operand(cm, batch, xp, prefer)
             c = ln.pack("UniformMatrix", co.base, co.stride, co.ld, co.rows, co.cols)
         skip = alpha == 0 or k == 0
         setting = setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count())
@@ -234,8 +235,8 @@ def _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting):
         return outs.arrays_user
 
     a, b = a.astype(dtype), b.astype(dtype)
-    direct = outs is not None and outs.arrays == outs.arrays_user and not any(
-        overlaps(xp, o, [*a.arrays, *b.arrays]) for o in outs.arrays)
+    direct = outs is not None and all(o is u for o, u in zip(outs.arrays, outs.arrays_user)) and not \
+        lists_overlap(outs.arrays, [*a.arrays, *b.arrays, *(c.arrays if read_c else [])])
     target = outs if direct else _allocate_matrices(shapes, dtype, xp)
     if read_c:
         c = c.astype(dtype)

@@ -9,7 +9,7 @@ import numpy as np
 from . import _arrays as ar
 from . import _launch as ln
 from ._batch import MatrixBatch, allocate_vectors, vector_list
-from ._operands import matrix_operand, overlaps, vector_operand, writable_directly
+from ._operands import lists_overlap, matrix_operand, overlaps, vector_operand, writable_directly
 from .settings import GEMV_SETTINGS, GemvSetting, check_setting, choose_gemv_setting, multiprocessor_count
 from .device_functions import build
 
@@ -134,7 +134,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         skip = alpha == 0 or inner == 0
         a = matrix_operand(A.astype(dtype, copy=False), batch, xp)
         xv = vector_operand(x.astype(dtype, copy=False), batch, xp)
-        yv = vector_operand(y.astype(dtype, copy=False), batch, xp) if read_y else None
+        yv = vector_operand(xp.broadcast_to(y.astype(dtype, copy=False), shape), batch, xp) if read_y else None
         ov = vector_operand(target, batch, xp)
         view_op = a.view_op(op)
         trans = ar.op_transposes(view_op)
@@ -201,8 +201,8 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
     batch = batch.astype(dtype)
     xs = xs.astype(dtype)
     ys = ys.astype(dtype) if read_y else None
-    direct = outs is not None and outs.direct and not any(
-        overlaps(xp, o, [*batch.arrays, *xs.arrays]) for o in outs.arrays)
+    direct = outs is not None and outs.direct and not lists_overlap(
+        outs.arrays, [*batch.arrays, *xs.arrays, *(ys.arrays if read_y else [])])
     result = outs if direct else allocate_vectors(rows, dtype, xp)
     count = len(rows)
     if count and max(rows):

@@ -1,0 +1,117 @@
+"""Host overhead of one small call with a cached kernel: ours against cupy.matmul.
+
+Each call is timed by wall clock (time.perf_counter) over many back-to-back
+iterations, synchronizing only at the end, so the figure is what a Python
+loop of small calls pays per call (the GPU work, a few microseconds, hides
+behind it).  Median of a few such loops.  Calls: ``batched.gemv`` on a
+(4, 8, 8) float64 array and a (4, 8) vector batch, ``batched.gemm`` on two
+(4, 8, 8) arrays, each with a new result and with ``out=``; the peers are
+``cupy.matmul`` (and ``torch.bmm`` when PyTorch is installed) on the same
+arrays.  ``ratio`` is ours / cupy.
+
+Usage: python3 bench/overhead.py [--quick] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import batched as bt  # noqa: E402
+from bench import harness  # noqa: E402
+
+BATCH, N = 4, 8
+
+
+def loop_seconds(fn, iters: int, loops: int = 5, warmup: int = 200) -> float:
+    """Median over ``loops`` of (wall time of ``iters`` calls + one sync) / iters."""
+    import cupy as cp
+
+    stream = cp.cuda.get_current_stream()
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    found = []
+    for _ in range(loops):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        stream.synchronize()
+        found.append((time.perf_counter() - t0) / iters)
+    return statistics.median(found)
+
+
+def calls():
+    """{(routine, variant): {"ours": fn, "cupy": fn, "torch": fn}}"""
+    import cupy as cp
+
+    A = harness.random_array((BATCH, N, N), "float64", 1)
+    B = harness.random_array((BATCH, N, N), "float64", 2)
+    x = harness.random_array((BATCH, N), "float64", 3)
+    x3 = x[..., None]
+    y, y3, C = cp.empty((BATCH, N)), cp.empty((BATCH, N, 1)), cp.empty((BATCH, N, N))
+    found = {
+        ("gemv", "new"): {"ours": lambda: bt.gemv(A, x), "cupy": lambda: cp.matmul(A, x3)},
+        ("gemv", "out="): {"ours": lambda: bt.gemv(A, x, out=y), "cupy": lambda: cp.matmul(A, x3, out=y3)},
+        ("gemm", "new"): {"ours": lambda: bt.gemm(A, B), "cupy": lambda: cp.matmul(A, B)},
+        ("gemm", "out="): {"ours": lambda: bt.gemm(A, B, out=C), "cupy": lambda: cp.matmul(A, B, out=C)},
+    }
+    torch = harness.torch_or_none()
+    if torch is not None:
+        tA, tB, tx = (harness.as_torch(torch, a) for a in (A, B, x3))
+        found[("gemv", "new")]["torch"] = lambda: torch.bmm(tA, tx)
+        found[("gemm", "new")]["torch"] = lambda: torch.bmm(tA, tB)
+    return found
+
+
+def main(argv=None, print_table: bool = True) -> list:
+    args = harness.parse_args(argv, "Host overhead of small batched calls", sweep=False)
+    iters = 300 if args.quick else 3000
+    if args.dry_run:
+        print(f"overhead: gemv and gemm on ({BATCH}, {N}, {N}) float64, new result and out=; "
+              f"{iters} iterations x 5 loops; peers cupy.matmul, torch.bmm")
+        return []
+    import cupy
+
+    info = harness.device_info()
+    ceilings = harness.measure_ceilings()
+    rows = []
+    for (routine, variant), fns in calls().items():
+        secs = {name: loop_seconds(fn, iters) for name, fn in fns.items()}
+        ours = secs.pop("ours")
+        rows.append({"routine": routine, "dtype": "float64", "layout": "uniform", "trans": "N" if routine == "gemv"
+                     else "NN", "m": N, "n": N, "k": N if routine == "gemm" else 0, "batch": BATCH, "offset": 0,
+                     "setting": None, "variant": variant, "iterations": iters, "ours_s": ours, "peers": secs,
+                     "ours_us": ours * 1e6, "cupy_us": secs["cupy"] * 1e6,
+                     "torch_us": secs["torch"] * 1e6 if "torch" in secs else None,
+                     "ratio": ours / secs["cupy"]})
+    folder = (args.results_dir or harness.RESULTS) / harness.gpu_dirname(info["name"])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ("overhead_quick.json" if args.quick else "overhead.json")
+    doc = harness.result_document(info, ceilings, rows, extra={
+        "cupy": cupy.__version__, "quick": bool(args.quick),
+        "method": "wall clock per call, synchronized at the end of each loop"})
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {path}")
+    if print_table:
+        print_rows(rows)
+    return rows
+
+
+def print_rows(rows) -> None:
+    print("== overhead: microseconds per call (wall clock, async), ratio = ours / cupy")
+    print(f"{'call':<12}{'ours':>8}{'cupy':>8}{'torch':>8}{'ratio':>7}")
+    for r in rows:
+        torch_us = f"{r['torch_us']:.1f}" if r["torch_us"] is not None else "-"
+        print(f"{r['routine'] + ' ' + r['variant']:<12}{r['ours_us']:>8.1f}{r['cupy_us']:>8.1f}"
+              f"{torch_us:>8}{r['ratio']:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Shared fixtures: one test body for both backends.
+
+The ``xp`` fixture runs a test once with NumPy (the CPU backend) and once with
+CuPy (the GPU).  The CuPy run carries the ``gpu`` marker (declared in
+pyproject.toml) and is skipped, with its reason, where CuPy sees no device.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import batched
+
+# tests/ is not a package: make ``residuals`` and ``strategies`` importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+NO_GPU_REASON = "no CUDA GPU (CuPy cannot see a device)"
+HAVE_GPU = batched.gpu_available()
+
+#: Apply to a test that only makes sense on a GPU (e.g. mixing devices).
+requires_gpu = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason=NO_GPU_REASON)]
+
+
+def _cupy():
+    import cupy
+
+    return cupy
+
+
+@pytest.fixture(scope="session", params=[
+    pytest.param("numpy", id="numpy"),
+    pytest.param("cupy", id="cupy", marks=requires_gpu),
+])
+def xp(request):
+    """The array module of the backend under test (session scope: hypothesis-safe)."""
+    if request.param == "numpy":
+        return np
+    return _cupy()
+
+
+def to_xp(xp, a):
+    """A NumPy array (or None, or a list of arrays) on the backend ``xp``.
+
+    CuPy may not keep exotic strides of its input; tests that care about the
+    memory layout build it on the backend with ``strategies.arrange``.
+    """
+    if a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        return [to_xp(xp, v) for v in a]
+    if xp is np:
+        return np.array(a, copy=True)
+    return xp.asarray(a)
+
+
+def to_np(a):
+    """Back to NumPy (``cupy.asnumpy`` for CuPy arrays); lists element-wise."""
+    if a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        return [to_np(v) for v in a]
+    if isinstance(a, np.ndarray):
+        return a
+    if HAVE_GPU or "cupy" in sys.modules:
+        import cupy
+
+        if isinstance(a, cupy.ndarray):
+            return cupy.asnumpy(a)
+    return np.asarray(a)
+
+
+def nan_like_out(xp, shape, dtype):
+    """An output buffer poisoned with NaN, so an element left unwritten fails."""
+    return xp.full(shape, np.nan, dtype=dtype)
+
+
+def synchronize(xp):
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()

@@ -1,0 +1,142 @@
+"""The build layer and the planner, on the CPU.
+
+Every registered kernel instantiation compiles for sm_90 through NVRTC without
+a GPU (CI's guarantee that a kernel which does not compile never lands); a
+broken source reports the instantiations it was asked for; the default
+choosers only pick registered settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+
+import numpy as np
+import pytest
+
+import batched
+from batched.device_functions import BuildError, build, compile_registered, register, registered
+from batched.settings import choose_gemm_setting, choose_gemv_setting
+
+
+def _nvrtc_unavailable_reason():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as exc:  # no NVRTC library (e.g. the nvidia-cuda-nvrtc wheel) to load
+        return f"NVRTC cannot be loaded: {type(exc).__name__}: {exc}"
+    return None
+
+
+NVRTC_MISSING = _nvrtc_unavailable_reason()
+needs_nvrtc = pytest.mark.skipif(NVRTC_MISSING is not None, reason=NVRTC_MISSING or "")
+
+LAYOUTS = ("uniform", "pointer", "variable")
+# the modules (``batched.gemv`` as an attribute is the function)
+gemv_module = importlib.import_module("batched.gemv")
+gemm_module = importlib.import_module("batched.gemm")
+
+
+def test_registry_holds_every_setting_dtype_and_layout():
+    reg = {path.name: names for path, names in registered().items()}
+    assert "gemv.cu" in reg and "gemm.cu" in reg
+    gemv_expected = {gemv_module.kernel_name(layout, dt, s, t) for layout in LAYOUTS
+                     for dt in batched.SUPPORTED_DTYPES for s in batched.GEMV_SETTINGS for t in (False, True)}
+    gemm_expected = {gemm_module.kernel_name(layout, dt, s) for layout in LAYOUTS
+                     for dt in batched.SUPPORTED_DTYPES for s in batched.GEMM_SETTINGS}
+    assert reg["gemv.cu"] == gemv_expected
+    assert reg["gemm.cu"] == gemm_expected
+    assert len(reg["gemv.cu"]) == len(LAYOUTS) * 4 * len(batched.GEMV_SETTINGS) * 2
+    assert len(reg["gemm.cu"]) == len(LAYOUTS) * 4 * len(batched.GEMM_SETTINGS)
+
+
+@needs_nvrtc
+def test_every_registered_instantiation_compiles_for_sm90():
+    counts = compile_registered("sm_90")
+    expected = {path.name: len(names) for path, names in registered().items()}
+    assert counts == expected
+    assert "gemv.cu" in counts and "gemm.cu" in counts
+    assert counts["gemv.cu"] > 0 and counts["gemm.cu"] > 0
+
+
+BROKEN_SOURCE = """\
+// A template with a syntax error: compiling its instantiation must fail.
+template <typename T>
+__global__ void broken_kernel(T* out) {
+  out[threadIdx.x] = T(1) +* ;
+}
+"""
+
+
+@needs_nvrtc
+def test_broken_source_raises_build_error_naming_the_instantiation(tmp_path):
+    path = tmp_path / "broken_kernel_for_test.cu"
+    path.write_text(BROKEN_SOURCE)
+    key = path.resolve()
+    assert key not in build._registry
+    register(path, ["broken_kernel<float>"])
+    try:
+        with pytest.raises(BuildError) as info:
+            compile_registered("sm_90", sources={path.name})
+        message = str(info.value)
+        assert "broken_kernel<float>" in message
+        assert path.name in message
+    finally:
+        build._registry.pop(key, None)
+    assert key not in registered()
+
+
+# --- planner -----------------------------------------------------------------------------
+
+
+def test_gemv_chooser_puts_small_matrices_in_sub_warp_groups():
+    s = choose_gemv_setting(8, 8, True, 10**6)
+    assert s.group_threads <= 32
+    assert s in batched.GEMV_SETTINGS
+    s = choose_gemv_setting(8, 8, False, 10**6)
+    assert s.group_threads <= 32
+
+
+EDGE_SIZES = (0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 513)
+COUNTS = (1, 10, 1000, 10**6)
+SMS = (1, 16, 132)
+
+
+def test_every_default_gemv_setting_is_registered():
+    names = {path.name: n for path, n in registered().items()}["gemv.cu"]
+    for rows, cols, trans, count, sms in itertools.product(EDGE_SIZES, EDGE_SIZES, (False, True), COUNTS, SMS):
+        s = choose_gemv_setting(rows, cols, trans, count, sms)
+        assert s in batched.GEMV_SETTINGS, (rows, cols, trans, count, sms, s)
+        for dt in batched.SUPPORTED_DTYPES:
+            assert gemv_module.kernel_name("uniform", dt, s, trans) in names
+
+
+def test_every_default_gemm_setting_is_registered():
+    names = {path.name: n for path, n in registered().items()}["gemm.cu"]
+    for m, n, k, count, sms in itertools.product(EDGE_SIZES, EDGE_SIZES, (0, 1, 33), COUNTS, SMS):
+        s = choose_gemm_setting(m, n, k, count, sms)
+        assert s in batched.GEMM_SETTINGS, (m, n, k, count, sms, s)
+        for dt in batched.SUPPORTED_DTYPES:
+            assert gemm_module.kernel_name("pointer", dt, s) in names
+
+
+@pytest.mark.parametrize("setting", batched.GEMV_SETTINGS, ids=str)
+def test_gemv_setting_block_shape(setting):
+    assert setting.block_threads % setting.group_threads == 0
+    assert setting.block_threads <= 1024
+    assert setting.groups_per_block >= 1
+    assert setting.tiles(0) >= 1 and setting.tiles(1000) >= 1
+
+
+@pytest.mark.parametrize("setting", batched.GEMM_SETTINGS, ids=str)
+def test_gemm_setting_fits_the_static_shared_memory_limit(setting):
+    assert setting.block_threads % setting.group_threads == 0
+    assert setting.block_threads <= 1024
+    # static __shared__ arrays are limited to 48 KiB per block
+    assert setting.smem_bytes(np.dtype(np.complex128).itemsize) <= 48 * 1024
+
+
+def test_settings_have_distinct_ids():
+    assert len({str(s) for s in batched.GEMV_SETTINGS}) == len(batched.GEMV_SETTINGS)
+    assert len({str(s) for s in batched.GEMM_SETTINGS}) == len(batched.GEMM_SETTINGS)

@@ -1,0 +1,374 @@
+"""Batched GEMV against the float64/complex128 reference, on both backends.
+
+Every test body runs on NumPy (the CPU backend) and CuPy (the GPU, skipped
+without one) through the ``xp`` fixture, with every registered kernel setting
+forced and with the default chooser (``setting=None``).  Outputs are passed as
+NaN-filled ``out=`` buffers so an element that is never written fails.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import batched as bt
+from conftest import nan_like_out, to_np, to_xp
+from residuals import gemv_error_ratio
+from strategies import (DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
+
+SETTINGS_UNDER_TEST = [*bt.GEMV_SETTINGS, None]
+THRESHOLD = 30
+
+
+def op_rows(shape, trans):
+    """(rows of op(A), columns of op(A)) for a stored shape (..., m, n)."""
+    m, n = shape[-2:]
+    return (m, n) if trans.upper() == "N" else (n, m)
+
+
+def snapshot(*arrays):
+    return [None if a is None else np.array(to_np(a), copy=True) for a in arrays]
+
+
+def assert_unchanged(arrays, before):
+    for i, (a, b) in enumerate(zip(arrays, before)):
+        if a is None:
+            continue
+        assert np.array_equal(to_np(a), b, equal_nan=True), f"input {i} was modified"
+
+
+def rng_for(*key):
+    """A generator seeded from the test's parameters (stable across runs)."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+# --- property test: residuals over sizes, batches, layouts, dtypes, scalars ----
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(case=gemv_cases(), with_out=st.integers(0, 3))
+@SETTINGS
+def test_gemv_residual(xp, setting, case, with_out):
+    A, x, y = case.args(xp)
+    before = snapshot(A, x, y)
+    out = case.out(xp) if with_out else None  # poisoned: every element must be written
+    result = bt.gemv(A, x, y, alpha=case.alpha, beta=case.beta, trans=case.trans, out=out,
+                     setting=setting)
+    if out is not None:
+        assert result is out
+    assert isinstance(result, xp.ndarray)
+    assert tuple(result.shape) == case.shape
+    assert result.dtype == case.dtype
+    ratio = gemv_error_ratio(to_np(result), case.A, case.x, case.y, case.alpha, case.beta, case.trans)
+    assert ratio < THRESHOLD, f"error ratio {ratio} for {case!r}"
+    assert_unchanged((A, x, y), before)
+
+
+# --- BLAS scalar rules ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_beta_zero_never_reads_y(xp, setting, dtype, trans):
+    rng = rng_for("beta0", str(dtype), trans)
+    A = random_array(rng, (5, 17, 9), dtype)
+    rows, inner = op_rows(A.shape, trans)
+    x = random_array(rng, (5, inner), dtype)
+    y = np.full((5, rows), np.nan, dtype=dtype)
+    out = nan_like_out(xp, (5, rows), dtype)
+    result = bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=1.5, beta=0.0, trans=trans,
+                     out=out, setting=setting)
+    got = to_np(result)
+    assert np.all(np.isfinite(got))
+    assert gemv_error_ratio(got, A, x, None, 1.5, 0.0, trans) < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_alpha_zero_never_reads_a_x(xp, setting, dtype, trans):
+    rng = rng_for("alpha0", str(dtype), trans)
+    A = np.full((4, 33, 7), np.nan, dtype=dtype)
+    rows, inner = op_rows(A.shape, trans)
+    x = np.full((4, inner), np.nan, dtype=dtype)
+    y = random_array(rng, (4, rows), dtype)
+    for beta in (2.0, -1.5, 0.0):
+        out = nan_like_out(xp, (4, rows), dtype)
+        got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=0.0, beta=beta,
+                            trans=trans, out=out, setting=setting))
+        expected = (dtype.type(beta) * y).astype(dtype)
+        np.testing.assert_allclose(got, expected, rtol=4 * np.finfo(dtype).eps, atol=0)
+    # alpha == 0 and beta == 0: zeros, even with y all NaN
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, np.full_like(y, np.nan)), alpha=0,
+                        beta=0, trans=trans, out=nan_like_out(xp, (4, rows), dtype), setting=setting))
+    assert np.array_equal(got, np.zeros((4, rows), dtype))
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_empty_inner_dimension_applies_beta(xp, setting, dtype, trans):
+    rng = rng_for("k0", str(dtype), trans)
+    rows = 13
+    A = random_array(rng, (3, rows, 0) if trans == "N" else (3, 0, rows), dtype)
+    x = random_array(rng, (3, 0), dtype)
+    y = random_array(rng, (3, rows), dtype)
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=1.0, beta=2.0, trans=trans,
+                        out=nan_like_out(xp, (3, rows), dtype), setting=setting))
+    np.testing.assert_array_equal(got, (2 * y).astype(dtype))
+    # without y: zeros, written over the poison
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), trans=trans, out=nan_like_out(xp, (3, rows), dtype),
+                        setting=setting))
+    np.testing.assert_array_equal(got, np.zeros((3, rows), dtype))
+
+
+# --- outputs and aliasing ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_out_is_y_in_place(xp, setting, dtype, trans):
+    rng = rng_for("inplace", str(dtype), trans)
+    A = random_array(rng, (6, 40, 9), dtype)
+    rows, inner = op_rows(A.shape, trans)
+    x = random_array(rng, (6, inner), dtype)
+    y = random_array(rng, (6, rows), dtype)
+    yd = to_xp(xp, y)
+    result = bt.gemv(to_xp(xp, A), to_xp(xp, x), yd, alpha=-1.5, beta=0.5, trans=trans, out=yd,
+                     setting=setting)
+    assert result is yd
+    assert gemv_error_ratio(to_np(yd), A, x, y, -1.5, 0.5, trans) < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+@pytest.mark.parametrize("n", [5, 33])
+def test_gemv_out_aliasing_x_gives_private_copy_result(xp, setting, dtype, trans, n):
+    rng = rng_for("alias", str(dtype), trans, n)
+    A = random_array(rng, (4, n, n), dtype)
+    x = random_array(rng, (4, n), dtype)
+    y = random_array(rng, (4, n), dtype)
+    xd = to_xp(xp, x)
+    result = bt.gemv(to_xp(xp, A), xd, to_xp(xp, y), alpha=2.0, beta=1.0, trans=trans, out=xd,
+                     setting=setting)
+    assert result is xd
+    assert gemv_error_ratio(to_np(xd), A, x, y, 2.0, 1.0, trans) < THRESHOLD
+    # out aliasing y's memory through a different view than y itself
+    yd = to_xp(xp, y)
+    result = bt.gemv(to_xp(xp, A), to_xp(xp, x), yd, alpha=2.0, beta=1.0, trans=trans, out=yd[...],
+                     setting=setting)
+    assert gemv_error_ratio(to_np(result), A, x, y, 2.0, 1.0, trans) < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+def test_gemv_new_result_without_out(xp, setting):
+    rng = rng_for("new")
+    A = random_array(rng, (2, 3, 20, 11), np.float64)
+    x = random_array(rng, (11,), np.float64)
+    result = bt.gemv(to_xp(xp, A), to_xp(xp, x), setting=setting)
+    assert isinstance(result, xp.ndarray) and result.shape == (2, 3, 20)
+    assert gemv_error_ratio(to_np(result), A, x, None, 1.0, 0.0, "N") < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("y_shape", [(1,), (3, 1), (1, 12), ()], ids=str)
+def test_gemv_y_broadcasts_to_result(xp, setting, y_shape):
+    """y broadcasts to the result shape, along the vector dimension too."""
+    rng = rng_for("ybcast", y_shape)
+    A = random_array(rng, (3, 12, 7), np.float64)
+    x = random_array(rng, (3, 7), np.float64)
+    y = random_array(rng, y_shape, np.float64)
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), beta=-1.5,
+                        out=nan_like_out(xp, (3, 12), np.float64), setting=setting))
+    assert gemv_error_ratio(got, A, x, np.broadcast_to(y, (3, 12)), 1.0, -1.5, "N") < THRESHOLD
+
+
+# --- dtypes --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dts", [
+    (np.float32, np.float64, None), (np.float64, np.float32, np.float32),
+    (np.float32, np.float32, np.float64), (np.complex64, np.complex128, None),
+    (np.complex128, np.complex64, np.complex64), (np.float32, np.complex64, None),
+    (np.float64, np.complex64, np.float32),
+], ids=str)
+def test_gemv_mixed_precision_promotes(xp, setting, dts):
+    rng = rng_for("mixed", str(dts))
+    A = random_array(rng, (3, 19, 10), dts[0])
+    x = random_array(rng, (3, 10), dts[1])
+    y = None if dts[2] is None else random_array(rng, (3, 19), dts[2])
+    expected = np.result_type(*[d for d in dts if d is not None])
+    result = bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=1.5, beta=-1.0, setting=setting)
+    assert result.dtype == expected
+    # the bound uses eps of the promoted precision: a float32 computation fails it
+    assert gemv_error_ratio(to_np(result), A, x, y, 1.5, -1.0, "N") < THRESHOLD
+
+
+# --- big batches and isolation ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
+@pytest.mark.parametrize("trans", "NT")
+def test_gemv_many_small_matrices(xp, setting, dtype, trans):
+    """70,000 8x8 matrices on the GPU (more than 65,535 blocks); 700 on the CPU."""
+    count = 700 if xp is np else 70_000
+    rng = rng_for("many", str(np.dtype(dtype)), trans)
+    A = random_array(rng, (count, 8, 8), dtype)
+    x = random_array(rng, (count, 8), dtype)
+    y = random_array(rng, (count, 8), dtype)
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=0.5, beta=2.0, trans=trans,
+                        out=nan_like_out(xp, (count, 8), dtype), setting=setting))
+    assert gemv_error_ratio(got, A, x, y, 0.5, 2.0, trans) < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+@pytest.mark.parametrize("mn", [(8, 8), (70, 33)], ids=str)
+def test_gemv_nan_matrix_stays_in_its_own_output(xp, setting, dtype, trans, mn):
+    rng = rng_for("nan", str(dtype), trans, mn)
+    count, bad = 9, 4
+    A = random_array(rng, (count, *mn), dtype)
+    A[bad] = np.nan
+    rows, inner = op_rows(A.shape, trans)
+    x = random_array(rng, (count, inner), dtype)
+    y = random_array(rng, (count, rows), dtype)
+    got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=1.0, beta=1.0, trans=trans,
+                        out=nan_like_out(xp, (count, rows), dtype), setting=setting))
+    assert np.all(np.isnan(got[bad]))
+    keep = np.arange(count) != bad
+    assert np.all(np.isfinite(got[keep]))
+    assert gemv_error_ratio(got[keep], A[keep], x[keep], y[keep], 1.0, 1.0, trans) < THRESHOLD
+
+
+# --- pointer arrays and variable sizes ---------------------------------------------------
+
+
+def check_members(results, As, xs, ys, alpha, beta, trans):
+    assert isinstance(results, list) and len(results) == len(As)
+    for i, (r, a, v) in enumerate(zip(results, As, xs)):
+        yi = None if ys is None else ys[i]
+        ratio = gemv_error_ratio(to_np(r), a, v, yi, alpha, beta, trans)
+        assert ratio < THRESHOLD, f"member {i} ({a.shape}): error ratio {ratio}"
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+@pytest.mark.parametrize("order", ["C", "F", "mixed"])
+def test_gemv_pointer_list(xp, setting, dtype, trans, order):
+    rng = rng_for("ptr", str(dtype), trans, order)
+    count, shape = 11, (21, 6)
+    As = [random_array(rng, shape, dtype) for _ in range(count)]
+    rows, inner = op_rows(shape, trans)
+    xs = [random_array(rng, (inner,), dtype) for _ in range(count)]
+    ys = [random_array(rng, (rows,), dtype) for _ in range(count)]
+    orders = {"C": "CC", "F": "FF", "mixed": "CF"}[order]
+    Ad = [arrange(xp, a, orders[i % 2]) for i, a in enumerate(As)]
+    before = snapshot(*Ad)
+    outs = [nan_like_out(xp, (rows,), dtype) for _ in range(count)]
+    results = bt.gemv(Ad, to_xp(xp, xs), to_xp(xp, ys), alpha=-1.5, beta=0.5, trans=trans, out=outs,
+                      setting=setting)
+    assert all(r is o for r, o in zip(results, outs))
+    check_members(results, As, xs, ys, -1.5, 0.5, trans)
+    assert_unchanged(Ad, before)
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_pointer_batch_reused(xp, setting, dtype, trans):
+    rng = rng_for("ptrbatch", str(dtype), trans)
+    count, shape = 10, (9, 33)
+    As = [random_array(rng, shape, dtype) for _ in range(count)]
+    rows, inner = op_rows(shape, trans)
+    batch = bt.PointerBatch(to_xp(xp, As))
+    for call in range(2):  # the prepared pointer array serves both calls
+        xs = [random_array(rng, (inner,), dtype) for _ in range(count)]
+        ys = [random_array(rng, (rows,), dtype) for _ in range(count)]
+        results = bt.gemv(batch, to_xp(xp, xs), to_xp(xp, ys), alpha=2.0, beta=-1.0, trans=trans,
+                          setting=setting)
+        check_members(results, As, xs, ys, 2.0, -1.0, trans)
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(shapes=variable_shapes(), dtype=st.sampled_from(DTYPES), trans=st.sampled_from("NTCntc"),
+       orders=st.lists(st.sampled_from("CF"), min_size=12, max_size=12),
+       prepared=st.booleans(), seed=st.integers(0, 2**32 - 1))
+@SETTINGS
+def test_gemv_variable_batch(xp, setting, shapes, dtype, trans, orders, prepared, seed):
+    rng = np.random.default_rng(seed)
+    As = [random_array(rng, s, dtype) for s in shapes]
+    rows = [op_rows(s, trans)[0] for s in shapes]
+    inner = [op_rows(s, trans)[1] for s in shapes]
+    xs = [random_array(rng, (k,), dtype) for k in inner]
+    ys = [random_array(rng, (r,), dtype) for r in rows]
+    Ad = [arrange(xp, a, orders[i]) for i, a in enumerate(As)]
+    before = snapshot(*Ad)
+    A_arg = bt.VariableBatch(Ad) if prepared else Ad
+    outs = [nan_like_out(xp, (r,), dtype) for r in rows]
+    results = bt.gemv(A_arg, to_xp(xp, xs), to_xp(xp, ys), alpha=0.5, beta=-2.0, trans=trans, out=outs,
+                      setting=setting)
+    assert all(r is o for r, o in zip(results, outs))
+    check_members(results, As, xs, ys, 0.5, -2.0, trans)
+    assert_unchanged(Ad, before)
+    # and without out=: a new list
+    results = bt.gemv(A_arg, to_xp(xp, xs), trans=trans, setting=setting)
+    check_members(results, As, xs, None, 1.0, 0.0, trans)
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+def test_gemv_list_vector_forms(xp, setting):
+    """x as a list, as an array (count, k) and as one 1-D array for every matrix."""
+    rng = rng_for("forms")
+    As = [random_array(rng, (12, 7), np.float64) for _ in range(5)]
+    X = random_array(rng, (5, 7), np.float64)
+    Ad = to_xp(xp, As)
+    for x_arg, xs in ((to_xp(xp, list(X)), list(X)), (to_xp(xp, X), list(X)),
+                      (to_xp(xp, X[0]), [X[0]] * 5)):
+        check_members(bt.gemv(Ad, x_arg, setting=setting), As, xs, None, 1.0, 0.0, "N")
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+def test_gemv_list_mixed_precision_promotes(xp, setting):
+    rng = rng_for("listmixed")
+    As = [random_array(rng, (10, 6), np.float32 if i % 2 else np.float64) for i in range(6)]
+    xs = [random_array(rng, (6,), np.float64 if i % 3 else np.float32) for i in range(6)]
+    results = bt.gemv(to_xp(xp, As), to_xp(xp, xs), alpha=1.5, setting=setting)
+    assert all(r.dtype == np.float64 for r in results)
+    check_members(results, As, xs, None, 1.5, 0.0, "N")
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_list_alpha_zero_and_beta_zero(xp, setting, trans):
+    rng = rng_for("listscalars", trans)
+    shapes = [(5, 3), (0, 4), (7, 0), (16, 17)]
+    As = [np.full(s, np.nan) for s in shapes]
+    rows = [op_rows(s, trans)[0] for s in shapes]
+    inner = [op_rows(s, trans)[1] for s in shapes]
+    xs = [np.full((k,), np.nan) for k in inner]
+    ys = [random_array(rng, (r,), np.float64) for r in rows]
+    results = bt.gemv(to_xp(xp, As), to_xp(xp, xs), to_xp(xp, ys), alpha=0, beta=2.0, trans=trans,
+                      out=[nan_like_out(xp, (r,), np.float64) for r in rows], setting=setting)
+    for r, yi in zip(results, ys):
+        np.testing.assert_array_equal(to_np(r), 2 * yi)
+    As = [random_array(rng, s, np.float64) for s in shapes]
+    xs = [random_array(rng, (k,), np.float64) for k in inner]
+    ys = [np.full((r,), np.nan) for r in rows]
+    results = bt.gemv(to_xp(xp, As), to_xp(xp, xs), to_xp(xp, ys), alpha=1.0, beta=0.0, trans=trans,
+                      out=[nan_like_out(xp, (r,), np.float64) for r in rows], setting=setting)
+    check_members(results, As, xs, None, 1.0, 0.0, trans)
+
+
+def test_gemv_empty_list_returns_empty_list(xp):
+    assert bt.gemv([], []) == []
