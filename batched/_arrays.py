@@ -186,3 +186,27 @@ def op_transposes(op: str) -> bool:
 
 def op_conjugates(op: str) -> bool:
     return op in ("C", "R")
+
+
+def apply_op(X, op: str, xp):
+    """op(X) for a stack (..., r, c): X, X^T or X^H (views; the CPU backend's matmul operand)."""
+    if op == "N":
+        return X
+    Xt = xp.swapaxes(X, -1, -2)
+    return Xt.conj() if op == "C" else Xt
+
+
+def check_result_operands(addend, addend_name: str, out, shape, dtype) -> None:
+    """The added term (y or C) must broadcast to the result; ``out`` must match it exactly."""
+    if addend is not None:
+        try:
+            if np.broadcast_shapes(addend.shape, shape) != shape:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{addend_name} has shape {addend.shape}, which does not broadcast "
+                             f"to the result shape {shape}") from None
+    if out is not None:
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out has shape {out.shape}, expected {shape}")
+        if out.dtype != dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")

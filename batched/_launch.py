@@ -40,10 +40,6 @@ def accessor_type(accessor: str, dtype) -> str:
     return f"bdf::{accessor}<{CTYPES[np.dtype(dtype)]}>"
 
 
-def data_ptr(arr) -> int:
-    return arr.data.ptr
-
-
 def grid_for(items: int, groups_per_block: int) -> int:
     """Blocks for a grid-stride loop over ``items`` work items (gridDim.x only)."""
     return max(1, min(-(-items // groups_per_block), 2**31 - 1))

@@ -104,18 +104,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
     except ValueError:
         raise ValueError(f"batch dimensions of A {A.shape} and B {B.shape} do not broadcast") from None
     shape = (*batch, m, n)
-    if C is not None:
-        try:
-            if np.broadcast_shapes(C.shape, shape) != shape:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"C has shape {C.shape}, which does not broadcast to the result "
-                             f"shape {shape}") from None
-    if out is not None:
-        if tuple(out.shape) != shape:
-            raise ValueError(f"out has shape {out.shape}, expected {shape}")
-        if out.dtype != dtype:
-            raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
+    ar.check_result_operands(C, "C", out, shape, dtype)
     read_c = C is not None and beta != 0
 
     if xp is np:
@@ -171,13 +160,6 @@ def _compose(flip: str, op: str) -> str:
     return op if flip == "N" else ar.FLIP[op]
 
 
-def _op(X, op, xp):
-    if op == "N":
-        return X
-    Xt = xp.swapaxes(X, -1, -2)
-    return Xt.conj() if op == "C" else Xt
-
-
 def _gemm_numpy(A, B, C, alpha, beta, opa, opb, shape):
     """CPU backend with BLAS's rules (alpha == 0 or k == 0 never reads A, B)."""
     dtype = np.result_type(A, B)
@@ -185,7 +167,7 @@ def _gemm_numpy(A, B, C, alpha, beta, opa, opb, shape):
     if alpha == 0 or k == 0:
         prod = np.zeros(shape, dtype)
     else:
-        prod = np.broadcast_to(alpha * np.matmul(_op(A, opa, np), _op(B, opb, np)), shape)
+        prod = np.broadcast_to(alpha * np.matmul(ar.apply_op(A, opa, np), ar.apply_op(B, opb, np)), shape)
     if C is not None:
         return np.ascontiguousarray(prod + beta * C, dtype=dtype)
     return np.array(prod, dtype=dtype)

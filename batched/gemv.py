@@ -78,11 +78,11 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     if isinstance(A, (list, tuple, MatrixBatch)):
         return _gemv_list(A, x, y, alpha, beta, op, out, setting)
 
-    A, xpa = ar.as_array(A, "A")
+    A, _ = ar.as_array(A, "A")
     x, _ = ar.as_array(x, "x")
-    if y is not None:
-        y, _ = ar.as_array(y, "y")
-    xp = ar.common_backend({"A": A, "x": x, "y": y, "out": out if out is None else ar.as_array(out, "out")[0]})
+    y = ar.as_array(y, "y")[0] if y is not None else None
+    out = ar.as_array(out, "out")[0] if out is not None else None
+    xp = ar.common_backend({"A": A, "x": x, "y": y, "out": out})
     dtype = ar.result_dtype({"A": A, "x": x, "y": y})
     alpha = ar.check_scalar(alpha, "alpha", dtype)
     beta = ar.check_scalar(beta, "beta", dtype)
@@ -100,19 +100,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     except ValueError:
         raise ValueError(f"batch dimensions of A {A.shape} and x {x.shape} do not broadcast") from None
     shape = (*batch, rows)
-    if y is not None:
-        try:
-            if np.broadcast_shapes(y.shape, shape) != shape:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"y has shape {y.shape}, which does not broadcast to the result "
-                             f"shape {shape}") from None
-    if out is not None:
-        out, _ = ar.as_array(out, "out")
-        if tuple(out.shape) != shape:
-            raise ValueError(f"out has shape {out.shape}, expected {shape}")
-        if out.dtype != dtype:
-            raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
+    ar.check_result_operands(y, "y", out, shape, dtype)
     read_y = y is not None and beta != 0
 
     if xp is np:
@@ -154,20 +142,13 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     return target
 
 
-def _apply_op(A, op, xp):
-    if op == "N":
-        return A
-    At = xp.swapaxes(A, -1, -2)
-    return At.conj() if op == "C" else At
-
-
 def _gemv_numpy(A, x, y, alpha, beta, op, shape):
     """CPU backend: BLAS's rules (alpha == 0 never reads A, x; y read only when beta != 0)."""
     dtype = np.result_type(A, x)
     if alpha == 0 or A.shape[-1 if op == "N" else -2] == 0:
         prod = np.zeros(shape, dtype)
     else:
-        prod = alpha * np.matmul(_apply_op(A, op, np), x[..., None])[..., 0]
+        prod = alpha * np.matmul(ar.apply_op(A, op, np), x[..., None])[..., 0]
         prod = np.broadcast_to(prod, shape)
     if y is not None:
         return (prod + beta * y).astype(dtype, copy=False)

@@ -8,6 +8,7 @@ pyproject.toml) and is skipped, with its reason, where CuPy sees no device.
 from __future__ import annotations
 
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -81,3 +82,20 @@ def nan_like_out(xp, shape, dtype):
 def synchronize(xp):
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
+
+
+def snapshot(*arrays):
+    """Host copies of the inputs, to check afterwards that nothing modified them."""
+    return [None if a is None else np.array(to_np(a), copy=True) for a in arrays]
+
+
+def assert_unchanged(arrays, before):
+    for i, (a, b) in enumerate(zip(arrays, before)):
+        if a is None:
+            continue
+        assert np.array_equal(to_np(a), b, equal_nan=True), f"input {i} was modified"
+
+
+def rng_for(*key):
+    """A generator seeded from the test's parameters (stable across runs)."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))

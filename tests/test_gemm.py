@@ -7,7 +7,6 @@ plus the default chooser, NaN-poisoned outputs, inputs checked unchanged.
 from __future__ import annotations
 
 import itertools
-import zlib
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import batched as bt
-from conftest import nan_like_out, to_np, to_xp
+from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemm_error_ratio
 from strategies import (DTYPES, SETTINGS, arrange, gemm_cases, poisoned, random_array,
                         variable_shapes)
@@ -25,26 +24,10 @@ THRESHOLD = 30
 TRANS_PAIRS = ["".join(p) for p in itertools.product("NTC", repeat=2)]
 
 
-def rng_for(*key):
-    """A generator seeded from the test's parameters (stable across runs)."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
 def stored(shape_after_op, trans):
     """Stored shape of an operand whose op(X) has ``shape_after_op``."""
     r, c = shape_after_op
     return (r, c) if trans.upper() == "N" else (c, r)
-
-
-def snapshot(*arrays):
-    return [None if a is None else np.array(to_np(a), copy=True) for a in arrays]
-
-
-def assert_unchanged(arrays, before):
-    for i, (a, b) in enumerate(zip(arrays, before)):
-        if a is None:
-            continue
-        assert np.array_equal(to_np(a), b, equal_nan=True), f"input {i} was modified"
 
 
 def operands(rng, batch_a, batch_b, m, n, k, dtype, transa, transb, batch_c=None):

@@ -8,7 +8,6 @@ NaN-filled ``out=`` buffers so an element that is never written fails.
 
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import batched as bt
-from conftest import nan_like_out, to_np, to_xp
+from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemv_error_ratio
 from strategies import (DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
 
@@ -28,22 +27,6 @@ def op_rows(shape, trans):
     """(rows of op(A), columns of op(A)) for a stored shape (..., m, n)."""
     m, n = shape[-2:]
     return (m, n) if trans.upper() == "N" else (n, m)
-
-
-def snapshot(*arrays):
-    return [None if a is None else np.array(to_np(a), copy=True) for a in arrays]
-
-
-def assert_unchanged(arrays, before):
-    for i, (a, b) in enumerate(zip(arrays, before)):
-        if a is None:
-            continue
-        assert np.array_equal(to_np(a), b, equal_nan=True), f"input {i} was modified"
-
-
-def rng_for(*key):
-    """A generator seeded from the test's parameters (stable across runs)."""
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
 # --- property test: residuals over sizes, batches, layouts, dtypes, scalars ----
