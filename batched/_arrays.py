@@ -210,3 +210,19 @@ def check_result_operands(addend, addend_name: str, out, shape, dtype) -> None:
             raise ValueError(f"out has shape {out.shape}, expected {shape}")
         if out.dtype != dtype:
             raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
+
+
+def blas_operands(first, second, added, out, alpha, beta, names=("A", "x", "y")):
+    """The operands of ``alpha * first @ second + beta * added`` as arrays of one
+    backend, their result dtype and the checked scalars:
+    (first, second, added, out, xp, dtype, alpha, beta).  ``names`` name the
+    first three in errors."""
+    n1, n2, n3 = names
+    first, _ = as_array(first, n1)
+    second, _ = as_array(second, n2)
+    added = as_array(added, n3)[0] if added is not None else None
+    out = as_array(out, "out")[0] if out is not None else None
+    xp = common_backend({n1: first, n2: second, n3: added, "out": out})
+    dtype = result_dtype({n1: first, n2: second, n3: added})
+    return (first, second, added, out, xp, dtype,
+            check_scalar(alpha, "alpha", dtype), check_scalar(beta, "beta", dtype))

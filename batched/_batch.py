@@ -135,13 +135,23 @@ class VariableBatch(MatrixBatch):
 
 
 class VectorList:
-    """Vectors of a list batch behind one device pointer array with one increment."""
+    """Vectors of a list batch behind one device pointer array with one increment.
+
+    Made from a list of 1-D arrays; from the rows of one 2-D array (count, k)
+    (``of_rows``), with no per-vector Python work and the device pointer array
+    computed on the device; or as new vectors packed in one buffer
+    (``allocate_vectors``).  The views in ``arrays`` are made only when asked for.
+    """
 
     def __init__(self, arrays, xp, dtype):
-        self.arrays = arrays
+        self._arrays = arrays
+        self.rows_of = None            # the 2-D array whose rows these are, if any
+        self._views = None             # makes ``arrays`` on demand when they are not a list yet
+        self._device_ptrs = None       # pointer array already on the device
         self.xp = xp
         self.dtype = np.dtype(dtype)
         self._struct = None
+        self.count = len(arrays)
         incs = set()
         for v in arrays:
             st = ar.elem_strides(v)
@@ -150,7 +160,38 @@ class VectorList:
         self.inc = incs.pop() if len(incs) == 1 else (1 if not incs else None)
         self.direct = self.inc is not None and self.inc != 0
 
+    @classmethod
+    def of_rows(cls, arr, xp):
+        """The rows of a 2-D array (a list of row views when its strides are not
+        whole elements: then each row is handled like a list member)."""
+        st = ar.elem_strides(arr)
+        if st is None:
+            return cls([arr[i] for i in range(arr.shape[0])], xp, arr.dtype)
+        self = cls([], xp, arr.dtype)
+        self._arrays, self.rows_of, self.count = None, arr, arr.shape[0]
+        self._views = lambda: [arr[i] for i in range(arr.shape[0])]
+        self.inc = st[1] if arr.shape[1] > 1 else 1
+        self.direct = self.inc != 0 and (st[0] != 0 or self.count <= 1)
+        if xp is not np and self.count:
+            step = st[0] * arr.dtype.itemsize
+            self._device_ptrs = xp.arange(self.count, dtype=np.int64) * step + arr.data.ptr
+        return self
+
+    @property
+    def arrays(self):
+        if self._arrays is None:
+            self._arrays = self._views()
+        return self._arrays
+
+    def pieces(self):
+        """Arrays that cover the vectors' memory, for overlap checks: the 2-D array, or the list."""
+        return [self.rows_of] if self.rows_of is not None else self.arrays
+
     def astype(self, dtype):
+        if self.rows_of is not None:
+            if self.rows_of.dtype == np.dtype(dtype):
+                return self
+            return VectorList.of_rows(self.rows_of.astype(dtype), self.xp)
         if self.inc is not None and all(v.dtype == np.dtype(dtype) for v in self.arrays):
             return self
         return VectorList([self.xp.ascontiguousarray(v.astype(dtype, copy=False)) for v in self.arrays],
@@ -160,19 +201,27 @@ class VectorList:
         if self._struct is None:
             if self.inc is None:
                 raise AssertionError("mixed increments: call astype() first")
-            self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
-            self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
+            if self._device_ptrs is None:
+                self._device_ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
+            self._struct = ln.pack("PointerVector", self._device_ptrs.data.ptr, 0, self.inc)
         return self._struct
 
 
-def allocate_vectors(lengths, dtype, xp) -> VectorList:
-    """New vectors as views of one buffer (the result of a list call)."""
+def allocate_vectors(lengths, dtype, xp, offsets_on_device=None) -> VectorList:
+    """New vectors for the result of a list call: the rows of a (count, k) array
+    when all lengths are equal, else slices of one buffer.  ``offsets_on_device``
+    (each vector's element offset, int64 on the device) spares uploading the
+    pointers of the slices."""
+    dtype = np.dtype(dtype)
+    if len(set(lengths)) == 1:
+        return VectorList.of_rows(xp.empty((len(lengths), lengths[0]), dtype), xp)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = xp.empty(int(offsets[-1]), dtype)
-    views = [flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))]
-    result = VectorList(views, xp, dtype)
-    result.inc = 1
-    result.direct = True
+    result = VectorList([], xp, dtype)
+    result._arrays, result.count = None, len(lengths)
+    result._views = lambda: [flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))]
+    if offsets_on_device is not None and xp is not np:
+        result._device_ptrs = offsets_on_device * dtype.itemsize + flat.data.ptr
     return result
 
 
@@ -188,7 +237,7 @@ def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -
         if arr.ndim == 1:
             vectors = [arr] * count
         elif arr.ndim == 2 and arr.shape[0] == count:
-            vectors = [arr[i] for i in range(count)]
+            return _rows_vector_list(arr, batch, name, lengths, exact_dtype)
         else:
             raise ValueError(f"{name} must be a list of {count} vectors, an array ({count}, k) or "
                              f"one 1-D array; got shape {arr.shape}")
@@ -205,3 +254,18 @@ def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -
             raise TypeError(f"{name}[{i}] has dtype {v.dtype}, expected {np.dtype(exact_dtype)}")
     dtype = ar.result_dtype(named) if vectors else batch.dtype
     return VectorList(vectors, xp, dtype)
+
+
+def _rows_vector_list(arr, batch: MatrixBatch, name: str, lengths, exact_dtype) -> VectorList:
+    """An array (count, k) as a vector list: checked once as a whole, not per row."""
+    if batch.count and ar.common_backend({batch.name: batch.arrays_user[0], name: arr}) is not batch.xp:
+        raise ValueError(f"{name} must be on the same device as {batch.name}")
+    ar.check_dtype(arr, name)
+    if exact_dtype is not None and arr.dtype != exact_dtype:
+        raise TypeError(f"{name} has dtype {arr.dtype}, expected {np.dtype(exact_dtype)}")
+    wrong = [i for i, length in enumerate(lengths) if length != arr.shape[1]]
+    if wrong:
+        i = wrong[0]
+        raise ValueError(f"{name}[{i}] has shape ({arr.shape[1]},), expected ({lengths[i]},) for "
+                         f"{batch.name}[{i}] of shape {batch.shapes[i]}")
+    return VectorList.of_rows(arr, batch.xp)

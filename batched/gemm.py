@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from . import _arrays as ar
 from . import _launch as ln
+from . import _plans as plans
 from ._batch import MatrixBatch, VariableBatch
 from ._operands import lists_overlap, matrix_operand, overlaps, writable_directly
 from .device_functions import build
@@ -82,15 +84,15 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
     opa, opb = ar.parse_op(transa, "transa"), ar.parse_op(transb, "transb")
     if isinstance(A, (list, tuple, MatrixBatch)) or isinstance(B, (list, tuple, MatrixBatch)):
         return _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting)
+    scalars_key = plans.scalars_key(alpha, beta)
+    key = plans.signature((A, B, C, out), ("gemm", opa, opb, setting, scalars_key)) if scalars_key else None
+    plan = plans.find(key)
+    if plan is not None:
+        done = plans.replay(plan, (A, B), C, out, alpha, beta)
+        if done is not None:
+            return done
 
-    A, _ = ar.as_array(A, "A")
-    B, _ = ar.as_array(B, "B")
-    C = ar.as_array(C, "C")[0] if C is not None else None
-    out = ar.as_array(out, "out")[0] if out is not None else None
-    xp = ar.common_backend({"A": A, "B": B, "C": C, "out": out})
-    dtype = ar.result_dtype({"A": A, "B": B, "C": C})
-    alpha = ar.check_scalar(alpha, "alpha", dtype)
-    beta = ar.check_scalar(beta, "beta", dtype)
+    A, B, C, out, xp, dtype, alpha, beta = ar.blas_operands(A, B, C, out, alpha, beta, ("A", "B", "C"))
     for name, arr in (("A", A), ("B", B)):
         if arr.ndim < 2:
             raise ValueError(f"{name} must have shape (..., rows, cols), got shape {arr.shape}")
@@ -115,7 +117,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         out[...] = result
         return out
 
-    count = int(np.prod(batch, dtype=np.int64))
+    count = math.prod(batch)
     target = out
     if out is None or not writable_directly(out, batch, 2) or overlaps(xp, out, (A, B)) or (
             read_c and out is not C and overlaps(xp, out, (C,))):
@@ -142,13 +144,16 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         setting = setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count())
         tm, tn = -(-t.rows // setting.blk_m), -(-t.cols // setting.blk_n)
         kernel = build.get_kernel(SOURCE, kernel_name("uniform", dtype, setting))
-        kernel((ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,),
-               (ln.pack("UniformMatrix", x.base, x.stride, x.ld, x.rows, x.cols),
+        grid, block = (ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,)
+        args = (ln.pack("UniformMatrix", x.base, x.stride, x.ld, x.rows, x.cols),
                 ln.pack("UniformMatrix", y.base, y.stride, y.ld, y.rows, y.cols), c,
                 ln.pack("UniformMatrix", t.base, t.stride, t.ld, t.rows, t.cols),
                 np.int32(ar.OP_CODE[opx]), np.int32(ar.OP_CODE[opy]), alpha, beta,
                 np.int32((_READ_C if read_c else 0) | (_SKIP_PRODUCT if skip else 0)),
-                np.int64(count), np.int32(tm), np.int32(tn)))
+                np.int64(count), np.int32(tm), np.int32(tn))
+        kernel(grid, block, args)
+        if target is out or out is None:
+            plans.record(key, kernel, grid, block, 0, args, (A, B, C, target), (6, 7), shape, dtype)
     if out is not None and target is not out:
         out[...] = target
         return out

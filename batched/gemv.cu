@@ -3,6 +3,7 @@
 #include "common.cuh"
 #include "gemv.cuh"
 #include "layouts.cuh"
+#include "stage.cuh"
 
 // Launch flags (uniform over a launch).
 #define GEMV_CONJ 1          // op(A) conjugates
@@ -66,5 +67,57 @@ gemv_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
     else
       bdf::gemv_n<T, DIM_X, DIM_Y>(g, stop - start, n, a + start, lda, x.vector(b), x.inc,
                                    conj, work, store);
+  }
+}
+
+// Staged big-tile GEMV for small matrices: each group of G <= 32 threads copies
+// its whole matrix and vector into shared memory with cp.async while it
+// multiplies the previous pair (two buffers of `capacity` elements per group),
+// then runs gemv_n / gemv_t on shared memory.  The copy is one contiguous run
+// for packed matrices, so a warp's loads coalesce whatever the orientation, and
+// all of a matrix is in flight at once.  The launcher sizes the grid to the
+// resident blocks and blockDim.x (a multiple of G, at most 256) to the shared
+// memory, so each group loops over many matrices.
+template <class MatA, class Vec, int DIM_X, int DIM_Y, bool TRANS>
+__global__ void __launch_bounds__(256)
+gemv_staged_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
+                   typename MatA::value_type beta, int flags, long long count, int capacity) {
+  using T = typename MatA::value_type;
+  constexpr int G = DIM_X * DIM_Y;
+  static_assert(G <= 32, "staged groups are sub-warp or one warp");
+  extern __shared__ __align__(16) unsigned char stage_bytes[];
+  const int groups = blockDim.x / G;
+  T* buffers = reinterpret_cast<T*>(stage_bytes) + (threadIdx.x / G) * 2ll * capacity;
+
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool conj = flags & GEMV_CONJ, read_y = flags & GEMV_READ_Y;
+  const bool skip = flags & GEMV_SKIP_PRODUCT;  // alpha == 0 or empty inner dimension: nothing to copy
+  const long long step = (long long)gridDim.x * groups;
+  auto stage = [&](long long b, T* s) {
+    if (skip) return;
+    const int m = A.rows(b), n = A.cols(b);
+    bdf::stage_matrix<T, G>(g, m, n, A.matrix(b), A.ldim(b), s);
+    bdf::stage_vector<T, G>(g, TRANS ? m : n, x.vector(b), x.inc, s + m * n);
+  };
+  long long b = (long long)blockIdx.x * groups + threadIdx.x / G;
+  if (b < count) stage(b, buffers);
+  bdf::stage_commit();
+  for (int cur = 0; b < count; b += step, cur ^= 1) {
+    if (b + step < count) stage(b + step, buffers + (cur ^ 1) * capacity);
+    bdf::stage_commit();
+    bdf::stage_wait<1>();  // this thread's copies of matrix b have landed
+    g.sync();              // ... and everyone else's
+    const T* s = buffers + cur * capacity;
+    const int m = A.rows(b), n = A.cols(b);
+    const GemvStore<T> store{alpha, beta, read_y ? y.vector(b) : nullptr, y.inc,
+                             out.vector(b), out.inc, read_y};
+    if (skip) {
+      for (int i = g.rank; i < (TRANS ? n : m); i += G) store(i, T(0));
+    } else if (TRANS) {
+      bdf::gemv_t<T, DIM_X, DIM_Y>(g, m, n, s, m, s + m * n, 1, conj, nullptr, store);
+    } else {
+      bdf::gemv_n<T, DIM_X, DIM_Y>(g, m, n, s, m, s + m * n, 1, conj, nullptr, store);
+    }
+    g.sync();  // the next iteration copies into the buffer just read
   }
 }

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from . import _arrays as ar
 from . import _launch as ln
+from . import _plans as plans
 from ._batch import MatrixBatch, allocate_vectors, vector_list
 from ._operands import lists_overlap, matrix_operand, overlaps, vector_operand, writable_directly
-from .settings import GEMV_SETTINGS, GemvSetting, check_setting, choose_gemv_setting, multiprocessor_count
+from .settings import (GEMV_SETTINGS, GemvSetting, check_setting, choose_gemv_setting, multiprocessor_count,
+                       resident_blocks, stage_fits)
 from .device_functions import build
 
 SOURCE = Path(__file__).with_name("gemv.cu")
@@ -21,8 +24,42 @@ _CONJ, _READ_Y, _SKIP_PRODUCT = 1, 2, 4
 
 def kernel_name(layout: str, dtype, setting: GemvSetting, trans: bool) -> str:
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    return (f"gemv_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
+    kernel = "gemv_staged_kernel" if setting.staged else "gemv_kernel"
+    return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
             f"{setting.template_args()}, {'true' if trans else 'false'}>")
+
+
+def stage_capacity(matrix_elements: int, inner: int) -> int:
+    """Elements a staged group holds per buffer: the matrix and the vector x."""
+    return matrix_elements + inner
+
+
+def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, outputs, capacity):
+    """Launch on the current stream; ``operands`` are the A, x, y and out accessors.
+    Returns (kernel, grid, block, shared memory, args) for a plan.
+
+    ``outputs``: the longest output (classic tiling); ``capacity``: the largest
+    stage_capacity of the batch.  A staged setting whose buffers would not fit
+    shared memory runs its unstaged twin (same threads, operands read from
+    global memory), so any setting can be forced on any shape.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    if setting.staged and not stage_fits(capacity, itemsize):
+        setting = setting.unstaged()  # the same threads, reading global memory
+    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, trans))
+    tail = (alpha, beta, np.int32(flags), np.int64(count))
+    if not setting.staged:
+        tiles = setting.tiles(outputs)
+        grid, block, smem = ln.grid_for(count * tiles, setting.groups_per_block), setting.block_threads, 0
+        args = (*operands, *tail, np.int32(tiles))
+    else:
+        groups = setting.stage_groups_per_block(capacity, itemsize)
+        smem = groups * setting.stage_bytes(capacity, itemsize)
+        block = groups * setting.group_threads
+        grid = min(-(-count // groups), resident_blocks(block, smem))
+        args = (*operands, *tail, np.int32(capacity))
+    kernel((grid,), (block,), args, shared_mem=smem)
+    return kernel, (grid,), (block,), smem, args
 
 
 build.register(SOURCE, [kernel_name(layout, dt, s, t) for layout in ln.LAYOUT_ACCESSORS
@@ -56,7 +93,9 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
 
     Returns
     -------
-    out : array of shape (..., rows of op(A)); a list for list input.
+    out : array of shape (..., rows of op(A)).  For list or batch-object input:
+        a list of 1-D arrays, or one array (count, rows) when ``x`` is an array
+        (count, k) and every result has one length (no per-matrix Python work).
 
     Raises
     ------
@@ -77,15 +116,15 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     op = ar.parse_op(trans, "trans")
     if isinstance(A, (list, tuple, MatrixBatch)):
         return _gemv_list(A, x, y, alpha, beta, op, out, setting)
+    scalars_key = plans.scalars_key(alpha, beta)
+    key = plans.signature((A, x, y, out), ("gemv", op, setting, scalars_key)) if scalars_key else None
+    plan = plans.find(key)
+    if plan is not None:
+        done = plans.replay(plan, (A, x), y, out, alpha, beta)
+        if done is not None:
+            return done
 
-    A, _ = ar.as_array(A, "A")
-    x, _ = ar.as_array(x, "x")
-    y = ar.as_array(y, "y")[0] if y is not None else None
-    out = ar.as_array(out, "out")[0] if out is not None else None
-    xp = ar.common_backend({"A": A, "x": x, "y": y, "out": out})
-    dtype = ar.result_dtype({"A": A, "x": x, "y": y})
-    alpha = ar.check_scalar(alpha, "alpha", dtype)
-    beta = ar.check_scalar(beta, "beta", dtype)
+    A, x, y, out, xp, dtype, alpha, beta = ar.blas_operands(A, x, y, out, alpha, beta)
     if A.ndim < 2:
         raise ValueError(f"A must have shape (..., m, n), got shape {A.shape}")
     if x.ndim < 1:
@@ -102,6 +141,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     shape = (*batch, rows)
     ar.check_result_operands(y, "y", out, shape, dtype)
     read_y = y is not None and beta != 0
+    capacity = stage_capacity(m * n, inner)
 
     if xp is np:
         result = _gemv_numpy(A.astype(dtype, copy=False), x.astype(dtype, copy=False),
@@ -111,7 +151,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         out[...] = result
         return out
 
-    count = int(np.prod(batch, dtype=np.int64))
+    count = math.prod(batch)
     target = out
     if out is None:
         target = xp.empty(shape, dtype)
@@ -128,14 +168,15 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         trans = ar.op_transposes(view_op)
         flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if read_y else 0) | (
             _SKIP_PRODUCT if skip else 0)
-        setting = setting or choose_gemv_setting(a.rows, a.cols, trans, count, multiprocessor_count())
-        tiles = setting.tiles(rows)
+        setting = setting or choose_gemv_setting(a.rows, a.cols, trans, count, multiprocessor_count(),
+                                                 stage_fits(capacity, dtype.itemsize), dtype.name)
         vec = lambda v: ln.pack("UniformVector", v.base, v.stride, v.inc) if v else ln.pack(  # noqa: E731
             "UniformVector", 0, 0, 0)
-        kernel = build.get_kernel(SOURCE, kernel_name("uniform", dtype, setting, trans))
-        kernel((ln.grid_for(count * tiles, setting.groups_per_block),), (setting.block_threads,),
-               (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), vec(xv), vec(yv),
-                vec(ov), alpha, beta, np.int32(flags), np.int64(count), np.int32(tiles)))
+        launched = _launch("uniform", dtype, setting, trans,
+                           (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), vec(xv), vec(yv),
+                            vec(ov)), alpha, beta, flags, count, rows, capacity)
+        if target is out or out is None:
+            plans.record(key, *launched, (A, x, y, target), (4, 5), shape, dtype)
     if out is not None and target is not out:
         out[...] = target
         return out
@@ -156,7 +197,8 @@ def _gemv_numpy(A, x, y, alpha, beta, op, shape):
 
 
 def _gemv_list(A, x, y, alpha, beta, op, out, setting):
-    """Pointer-array and variable-size batches: lists in, list out."""
+    """Pointer-array and variable-size batches: a list of results, or one array
+    (count, rows) when x is an array (count, k) and every result has one length."""
     batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
     rows = [r if op == "N" else c for r, c in batch.shapes]
     inner = [c if op == "N" else r for r, c in batch.shapes]
@@ -167,6 +209,8 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
     beta = ar.check_scalar(beta, "beta", dtype)
     outs = vector_list(out, batch, "out", rows, exact_dtype=dtype) if out is not None else None
     read_y = ys is not None and beta != 0
+    capacity = max((stage_capacity(r * c, k) for (r, c), k in zip(batch.shapes, inner)), default=0)
+    as_array = xs.rows_of is not None and len(set(rows)) == 1
     xp = batch.xp
     if xp is np:
         results = [_gemv_numpy(a.astype(dtype, copy=False), xi.astype(dtype, copy=False),
@@ -174,16 +218,16 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
                                alpha, beta, op, (rows[i],))
                    for i, (a, xi) in enumerate(zip(batch.arrays_user, xs.arrays))]
         if outs is None:
-            return results
+            return np.stack(results) if as_array else results
         for o, r in zip(outs.arrays, results):
             o[...] = r
-        return outs.arrays
+        return _returned(outs, as_array)
 
     batch = batch.astype(dtype)
     xs = xs.astype(dtype)
     ys = ys.astype(dtype) if read_y else None
     direct = outs is not None and outs.direct and not lists_overlap(
-        outs.arrays, [*batch.arrays, *xs.arrays, *(ys.arrays if read_y else [])])
+        outs.pieces(), [*batch.arrays, *xs.pieces(), *(ys.pieces() if read_y else [])])
     result = outs if direct else allocate_vectors(rows, dtype, xp)
     count = len(rows)
     if count and max(rows):
@@ -192,14 +236,21 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
         flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if read_y else 0) | (
             _SKIP_PRODUCT if alpha == 0 else 0)
         vr, vc = batch.view_dims_max
-        setting = setting or choose_gemv_setting(vr, vc, trans, count, multiprocessor_count())
-        tiles = setting.tiles(max(rows))
-        kernel = build.get_kernel(SOURCE, kernel_name(batch.layout, dtype, setting, trans))
-        kernel((ln.grid_for(count * tiles, setting.groups_per_block),), (setting.block_threads,),
-               (batch.struct(), xs.struct(), ys.struct() if read_y else ln.pack("PointerVector", 0, 0, 0),
-                result.struct(), alpha, beta, np.int32(flags), np.int64(count), np.int32(tiles)))
+        setting = setting or choose_gemv_setting(vr, vc, trans, count, multiprocessor_count(),
+                                                 stage_fits(capacity, dtype.itemsize), dtype.name)
+        _launch(batch.layout, dtype, setting, trans,
+                (batch.struct(), xs.struct(), ys.struct() if read_y else ln.pack("PointerVector", 0, 0, 0),
+                 result.struct()), alpha, beta, flags, count, max(rows), capacity)
     if outs is not None and result is not outs:
-        for o, r in zip(outs.arrays, result.arrays):
-            o[...] = r
-        return outs.arrays
-    return result.arrays
+        if outs.rows_of is not None and result.rows_of is not None:
+            outs.rows_of[...] = result.rows_of
+        else:
+            for o, r in zip(outs.arrays, result.arrays):
+                o[...] = r
+        return _returned(outs, as_array)
+    return _returned(result, as_array)
+
+
+def _returned(vectors, as_array):
+    """The 2-D array behind the vectors when the call returns one, else the list."""
+    return vectors.rows_of if as_array and vectors.rows_of is not None else vectors.arrays

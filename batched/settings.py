@@ -8,7 +8,10 @@ each owning a tile of the output, for more parallelism on few large matrices.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 
 
@@ -22,11 +25,18 @@ def _pow2_at_least(v: int, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True)
 class GemvSetting:
-    """DIM_X x DIM_Y threads per matrix (or tile); ``tile`` outputs per group, 0 = big-tile."""
+    """DIM_X x DIM_Y threads per matrix (or tile); ``tile`` outputs per group, 0 = big-tile.
+
+    ``staged``: big-tile with the matrix and vector copied into shared memory
+    first (cp.async, two buffers per group), for small matrices; groups of at
+    most 32 threads, and the launcher picks the block size from the shared
+    memory a matrix needs (``stage_groups_per_block``).
+    """
 
     dim_x: int
     dim_y: int
     tile: int = 0
+    staged: bool = False
 
     @property
     def big_tile(self) -> bool:
@@ -47,12 +57,33 @@ class GemvSetting:
     def tiles(self, outputs: int) -> int:
         return 1 if self.tile == 0 else max(1, -(-outputs // self.tile))
 
+    def unstaged(self) -> "GemvSetting":
+        """The big-tile setting with the same threads (registered for every staged one)."""
+        return GemvSetting(self.dim_x, self.dim_y)
+
+    def stage_bytes(self, capacity: int, itemsize: int) -> int:
+        """Shared memory of one staged group: two buffers of ``capacity`` elements."""
+        return 2 * capacity * itemsize
+
+    def stage_groups_per_block(self, capacity: int, itemsize: int) -> int:
+        """Groups per staged block: up to 256 threads within 48 KiB of shared memory
+        (no opt-in attribute needed; several small blocks fill an SM as well as one big)."""
+        per_group = max(1, self.stage_bytes(capacity, itemsize))
+        return max(1, min(256 // self.group_threads, STAGE_BLOCK_BYTES // per_group))
+
     def template_args(self) -> str:
+        if self.staged:
+            return f"{self.dim_x}, {self.dim_y}"
         return f"{self.dim_x}, {self.dim_y}, {self.tile}"
 
     def __str__(self) -> str:
-        kind = "big" if self.big_tile else f"tile{self.tile}"
+        kind = "staged" if self.staged else "big" if self.big_tile else f"tile{self.tile}"
         return f"gemv{self.dim_x}x{self.dim_y}{kind}"
+
+
+# Shared memory of one staged GEMV block (the static limit, so no opt-in is needed);
+# a matrix whose two buffers exceed it is not staged.
+STAGE_BLOCK_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,6 +135,10 @@ GEMV_SETTINGS = (
     GemvSetting(32, 4),            # big-tile, 128 threads per matrix
     GemvSetting(32, 8, tile=32),   # classic: 32 outputs per 256-thread block
     GemvSetting(32, 8, tile=64),
+    # Staged through shared memory: lanes along the (view) rows, as wide as the rows.
+    GemvSetting(4, 1, staged=True), GemvSetting(8, 1, staged=True),
+    GemvSetting(4, 8, staged=True), GemvSetting(8, 4, staged=True),
+    GemvSetting(16, 2, staged=True), GemvSetting(32, 1, staged=True),
 )
 
 GEMM_SETTINGS = (
@@ -115,9 +150,59 @@ GEMM_SETTINGS = (
 )
 
 
+def stage_fits(capacity: int, itemsize: int) -> bool:
+    """Whether a staged group's two buffers of ``capacity`` elements fit one block."""
+    return 2 * capacity * itemsize <= STAGE_BLOCK_BYTES
+
+
+def _load_gemv_table() -> dict:
+    """{(dtype, trans): [(rows, cols, setting), ...]} from tuning/gemv_sm_90.json."""
+    by_name = {str(s): s for s in GEMV_SETTINGS}
+    doc = json.loads((Path(__file__).with_name("tuning") / "gemv_sm_90.json").read_text())
+    found: dict = {}
+    for e in doc["entries"]:
+        found.setdefault((e["dtype"], e["trans"]), []).append((e["rows"], e["cols"], by_name[e["setting"]]))
+    return found
+
+
+# The fastest setting per measured shape, from bench/gemv.py --sweep on an H100
+# (tools/tune_gemv.py writes it); other GPUs use it until they are tuned.
+GEMV_TABLE = _load_gemv_table()
+
+
+# A batch with this many elements is in the measured regime even with few matrices.
+TABLE_MIN_ELEMENTS = 1 << 22
+
+
+def _nearest(entries, rows: int, cols: int):
+    """(distance, setting) of the entry nearest in log2 of rows and columns."""
+    r, c = math.log2(max(rows, 1)), math.log2(max(cols, 1))
+    return min(((abs(r - math.log2(er)) + abs(c - math.log2(ec)), s) for er, ec, s in entries),
+               key=lambda found: found[0])
+
+
+def table_gemv_setting(dtype: str, trans: bool, rows: int, cols: int):
+    """The measured best setting of the nearest shape: the dtype's own entries when
+    one lies within a factor of two in each dimension, float64's otherwise."""
+    own = GEMV_TABLE.get((dtype, trans))
+    if own:
+        dist, setting = _nearest(own, rows, cols)
+        if dist <= 1:
+            return setting
+    fallback = GEMV_TABLE.get(("float64", trans))
+    return _nearest(fallback, rows, cols)[1] if fallback else None
+
+
 def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
-                        multiprocessors: int = 132) -> GemvSetting:
+                        multiprocessors: int = 132, stageable: bool = False,
+                        dtype: str = "float64") -> GemvSetting:
     """Default setting for a column-major ``rows x cols`` matrix.
+
+    With enough matrices or elements to fill the GPU (the regime the sweep
+    measured: 256 MB of matrices, e.g. 256 of 512x512), the
+    tuning table's choice for the nearest measured shape; a staged choice whose
+    matrix does not fit shared memory (``stageable`` False) becomes its
+    unstaged twin.  Otherwise (few matrices) the rules below.
 
     trans=False (gemv_n): up to 32 rows, a thread per output row in a sub-warp
     group (several matrices per warp).  trans=True (gemv_t): up to 8 rows, a
@@ -126,6 +211,10 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     enough matrices to fill the GPU, else a classic tiling over the outputs.
     First guesses: bench/gemv.py --sweep measures every setting per shape.
     """
+    if count >= 8 * multiprocessors or count * max(rows, 1) * max(cols, 1) >= TABLE_MIN_ELEMENTS:
+        setting = table_gemv_setting(str(dtype), trans, rows, cols)
+        if setting is not None:
+            return setting if stageable or not setting.staged else setting.unstaged()
     if not trans and rows <= 32:  # a thread per output row, columns looped: no reduction
         return GemvSetting(_pow2_at_least(rows, 4, 32), 1)
     if trans and rows <= 8:  # a thread per output column, its short column looped
@@ -150,23 +239,32 @@ def choose_gemm_setting(m: int, n: int, k: int, count: int,
 
 
 def multiprocessor_count() -> int:
+    return _device_limits()[0]
+
+
+def resident_blocks(block_threads: int, smem_bytes: int) -> int:
+    """Blocks of this shape the whole GPU holds at once (threads, shared memory,
+    and the 32-blocks-per-SM limit; 1 KiB of shared memory is reserved per block)."""
+    sms, smem_per_sm, threads_per_sm = _device_limits()
+    per_sm = min(32, threads_per_sm // block_threads, smem_per_sm // (smem_bytes + 1024))
+    return max(1, per_sm) * sms
+
+
+_LIMITS_CACHE: dict[int, tuple[int, int, int]] = {}
+
+
+def _device_limits() -> tuple[int, int, int]:
+    """(multiprocessors, shared memory per SM, threads per SM) of the current device."""
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
-    return _sm_count(dev)
-
-
-_SM_CACHE: dict[int, int] = {}
-
-
-def _sm_count(dev: int) -> int:
-    sms = _SM_CACHE.get(dev)
-    if sms is None:
-        import cupy
-
-        sms = cupy.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
-        _SM_CACHE[dev] = sms
-    return sms
+    limits = _LIMITS_CACHE.get(dev)
+    if limits is None:
+        props = cupy.cuda.runtime.getDeviceProperties(dev)
+        limits = (props["multiProcessorCount"], props["sharedMemPerMultiprocessor"],
+                  props["maxThreadsPerMultiProcessor"])
+        _LIMITS_CACHE[dev] = limits
+    return limits
 
 
 def check_setting(setting, kind) -> None:

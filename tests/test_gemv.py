@@ -311,14 +311,23 @@ def test_gemv_variable_batch(xp, setting, shapes, dtype, trans, orders, prepared
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
 def test_gemv_list_vector_forms(xp, setting):
-    """x as a list, as an array (count, k) and as one 1-D array for every matrix."""
+    """x as a list, as an array (count, k) and as one 1-D array for every matrix;
+    an array x gives an array (count, rows) back, the others a list."""
     rng = rng_for("forms")
     As = [random_array(rng, (12, 7), np.float64) for _ in range(5)]
     X = random_array(rng, (5, 7), np.float64)
     Ad = to_xp(xp, As)
-    for x_arg, xs in ((to_xp(xp, list(X)), list(X)), (to_xp(xp, X), list(X)),
-                      (to_xp(xp, X[0]), [X[0]] * 5)):
+    for x_arg, xs in ((to_xp(xp, list(X)), list(X)), (to_xp(xp, X[0]), [X[0]] * 5)):
         check_members(bt.gemv(Ad, x_arg, setting=setting), As, xs, None, 1.0, 0.0, "N")
+    wide = np.full((5, 10), np.nan)
+    wide[:, 1:8] = X  # rows of the array 10 elements apart
+    for batch in (Ad, bt.PointerBatch(Ad)):
+        got = bt.gemv(batch, to_xp(xp, wide)[:, 1:8], setting=setting)
+        assert isinstance(got, xp.ndarray) and got.shape == (5, 12)
+        check_members(list(to_np(got)), As, list(X), None, 1.0, 0.0, "N")
+        out = nan_like_out(xp, (5, 12), np.float64)
+        assert bt.gemv(batch, to_xp(xp, X), out=out, setting=setting) is out
+        check_members(list(to_np(out)), As, list(X), None, 1.0, 0.0, "N")
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)

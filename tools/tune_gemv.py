@@ -1,0 +1,47 @@
+"""Turn a ``bench/gemv.py --sweep`` result into the GEMV chooser's table.
+
+For every swept case the fastest setting is kept, keyed by what the kernel
+sees: the column-major view of A (a C-ordered (m, n) matrix is an (n, m)
+view, and its 'N' product is the view's transposed product), the view's
+transposition and the dtype.  Cases that map to one key (e.g. C-ordered 'T'
+and F-ordered 'N' of a square shape) pool their times.
+
+Usage: python3 tools/tune_gemv.py bench/results/<gpu>/gemv_sweep.json > batched/tuning/gemv_sm_90.json
+(the sweep file is gemv.json from ``bench/gemv.py --sweep``, renamed to keep it apart
+from the default-setting results)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+
+def view_key(row):
+    m, n, trans = row["m"], row["n"], row["trans"] != "N"
+    if row["layout"] == "uniform":  # C-ordered: the view is A^T
+        return row["dtype"], not trans, n, m
+    return row["dtype"], trans, m, n
+
+
+def table(document) -> dict:
+    pooled: dict = defaultdict(lambda: defaultdict(float))
+    for row in document["rows"]:
+        sweep = row.get("settings")
+        if not sweep or row["layout"] not in ("uniform", "uniform-F"):
+            continue
+        for name, seconds in sweep.items():
+            if seconds:
+                pooled[view_key(row)][name] += seconds / row["bytes"]
+    entries = []
+    for (dtype, trans, rows, cols), times in sorted(pooled.items()):
+        best = min(times, key=times.get)
+        entries.append({"dtype": dtype, "trans": trans, "rows": rows, "cols": cols, "setting": best})
+    return {"source": f"bench/gemv.py --sweep on {document['gpu']} ({document['date']})",
+            "entries": entries}
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(json.dumps(table(json.load(f)), indent=1))

@@ -1,0 +1,45 @@
+"""Compile every registered kernel instantiation for this GPU into CuPy's disk cache.
+
+A fresh machine otherwise compiles each instantiation on its first use (about
+half a second each, hundreds of them in a test run).  The instantiations are
+split over worker processes (each with its own CUDA context); later processes
+load the compiled kernels from the cache.
+
+Usage: python3 tools/warm_kernels.py [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import time
+
+
+def _compile(items):
+    import batched  # noqa: F401  (registers every kernel)
+    from batched.device_functions import build
+
+    for path, name in items:
+        build.get_kernel(path, name)
+    return len(items)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
+    args = p.parse_args()
+    import batched  # noqa: F401
+    from batched.device_functions import registered
+
+    items = sorted((str(path), name) for path, names in registered().items() for name in names)
+    chunks = [items[i::args.jobs] for i in range(args.jobs)]
+    started = time.perf_counter()
+    with mp.get_context("spawn").Pool(args.jobs) as pool:
+        done = sum(pool.map(_compile, chunks))
+    print(f"warm_kernels: {done} instantiations in {time.perf_counter() - started:.0f} s "
+          f"with {args.jobs} processes")
+
+
+if __name__ == "__main__":
+    main()
