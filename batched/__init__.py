@@ -9,6 +9,9 @@ gemv, gemm            batched BLAS on stacked arrays (..., m, n) or lists
 PointerBatch          same-shape matrices behind a device pointer array
 VariableBatch         matrices of different shapes
 GemvSetting, GemmSetting   kernel settings, for ``setting=``
+kblas                 GEMV/SYMV/HEMV on one large matrix (kblas.gemv, kblas.symv, kblas.hemv)
+trsv, solve_triangular     batched triangular solves (BLAS / SciPy semantics); TrsvSetting
+nrm2, asum, iamax, dot, dotc, scal, axpy   batched BLAS-1 over the last axis; VectorSetting
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -16,8 +19,15 @@ from ._batch import PointerBatch, VariableBatch
 from .gemm import gemm
 from .gemv import gemv
 from .settings import GEMM_SETTINGS, GEMV_SETTINGS, GemmSetting, GemvSetting
+from . import kblas  # noqa: E402  (after gemv: its CPU backend reuses batched.gemv)
+from .vector import VECTOR_SETTINGS, VectorSetting, asum, axpy, dot, dotc, iamax, nrm2, scal
+from .factorizations.settings import TRSV_SETTINGS, TrsvSetting
+from .factorizations.trsv import solve_triangular, trsv
 
 __version__ = "0.1.0"
 
 __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "PointerBatch",
-           "SUPPORTED_DTYPES", "VariableBatch", "gemm", "gemv", "gpu_available"]
+           "SUPPORTED_DTYPES", "VariableBatch", "gemm", "gemv", "gpu_available",
+           "TRSV_SETTINGS", "TrsvSetting", "solve_triangular", "trsv",
+           "VECTOR_SETTINGS", "VectorSetting", "asum", "axpy", "dot", "dotc", "iamax", "kblas", "nrm2",
+           "scal"]

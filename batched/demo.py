@@ -1,4 +1,4 @@
-"""The demo workloads: FEM-style GEMVs and small GEMMs, checked against NumPy.
+"""The demo workloads: FEM-style GEMVs, small GEMMs and triangular solves, checked against NumPy.
 
 Runs on the GPU when CuPy sees one and on the CPU backend otherwise, and
 prints backend, routine, batch, time and the largest relative error against a
@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import gemm, gemv
+from .factorizations.trsv import solve_triangular
 from ._arrays import gpu_available
 
 
@@ -24,6 +25,12 @@ def _workloads(rng):
     B = rng.standard_normal((50_000, 16, 16))
     C = rng.standard_normal((50_000, 16, 16))
     yield "gemm 16x16", 50_000, (B, C), lambda xp, B, C: gemm(B, C), lambda B, C: B @ C
+    # Forward substitution after 50,000 small Cholesky/LU factorizations: L x = b, 32x32.
+    L = np.tril(rng.standard_normal((50_000, 32, 32))) / 8 + 4 * np.eye(32)
+    b = rng.standard_normal((50_000, 32))
+    yield ("trsv 32x32", 50_000, (L, b),
+           lambda xp, L, b: solve_triangular(L, b, lower=True),
+           lambda L, b: np.linalg.solve(L, b[..., None])[..., 0])
 
 
 def _timed(fn, sync, repeats=5):

@@ -1,11 +1,11 @@
-"""Run every benchmark in one process: gemv, gemm, then overhead.
+"""Run every benchmark in one process: gemv, gemm, kblas, then overhead.
 
 The ceilings are measured once and shared; the tables are printed together at
 the end (the device tool shows only the tail of the output), followed by one
 summary line per routine.  Flags go to every script (``--sweep`` only to
 those that sweep settings).
 
-Usage: python3 bench/run_all.py [--quick] [--sweep] [--dry-run] [--only gemv,gemm,overhead]
+Usage: python3 bench/run_all.py [--quick] [--sweep] [--dry-run] [--only gemv,gemm,kblas,trsv,vector,overhead]
                                 [--results-dir DIR]
 """
 
@@ -20,9 +20,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import gemm, gemv, harness, overhead  # noqa: E402
+from bench import gemm, gemv, harness, kblas, overhead, trsv, vector  # noqa: E402
 
-SCRIPTS = {"gemv": gemv, "gemm": gemm, "overhead": overhead}
+SCRIPTS = {"gemv": gemv, "gemm": gemm, "kblas": kblas, "trsv": trsv, "vector": vector,
+           "overhead": overhead}
 
 
 def main(argv=None) -> int:
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     for name in [s.strip() for s in args.only.split(",") if s.strip()]:
         script = SCRIPTS[name]
-        extra = ["--sweep"] if args.sweep and name != "overhead" else []
+        extra = ["--sweep"] if args.sweep and name not in ("overhead", "vector") else []
         try:
             results[name] = script.main(flags + extra, print_table=False)
         except Exception:  # keep the other routines' results

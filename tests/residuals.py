@@ -133,3 +133,34 @@ def gemm_error_ratio(result, A, B, C, alpha, beta, transa, transb) -> float:
     result = np.asarray(result)
     ref, mag, k = gemm_reference(A, B, C, alpha, beta, transa, transb)
     return _ratio(result, ref, (k + 2) * _eps(result.dtype) * mag, result.dtype)
+
+
+def trsv_backward_error(X, A, B, lower: bool, trans, unit: bool) -> float:
+    """max over matrices and columns of ||b - op(T) x||_1 / (||op(T)||_1 ||x||_1 n eps).
+
+    T is the triangle of A that the solve reads (unit diagonal when ``unit``);
+    X and B are (..., n, k).  The normalized residual of LAPACK's xTRT02 (the
+    tester of xTRTRS), whose threshold is 30; a backward-stable substitution
+    (Higham, Accuracy and Stability, Theorem 8.5: (T + dT) x = b with
+    |dT| <= gamma_n |T|) keeps it O(1) whatever T's condition number.  A
+    non-finite x where b and T are finite gives ``inf``.
+    """
+    X = np.asarray(X)
+    eps = _eps(X.dtype)
+    A, Xw, Bw = _wide(A), _wide(X), _wide(B)
+    n = A.shape[-1]
+    if n == 0 or Xw.size == 0:
+        return 0.0
+    T = np.tril(A) if lower else np.triu(A)
+    if unit:
+        T = T.copy()
+        T[..., np.arange(n), np.arange(n)] = 1
+    opT = _op(T, {0: "N", 1: "T", 2: "C"}.get(trans, trans))
+    with np.errstate(invalid="ignore", over="ignore"):
+        R = Bw - np.matmul(opT, Xw)
+        rnorm = np.abs(R).sum(axis=-2)                        # (..., k)
+        xnorm = np.abs(Xw).sum(axis=-2)
+        anorm = np.abs(opT).sum(axis=-2).max(axis=-1)[..., None]
+        ratio = rnorm / (np.maximum(anorm * xnorm, np.finfo(np.float64).tiny) * n * eps)
+    ratio = np.where(np.isfinite(Xw).all(axis=-2), ratio, np.inf)
+    return float(np.max(ratio)) if ratio.size else 0.0

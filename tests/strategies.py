@@ -280,3 +280,95 @@ def variable_shapes(draw, max_count: int = 12, max_dim: int = 40):
     """Shapes (m, n) in 0..max_dim of a variable-size batch (possibly empty)."""
     count = draw(st.integers(0, max_count))
     return [(draw(st.integers(0, max_dim)), draw(st.integers(0, max_dim))) for _ in range(count)]
+
+
+# --- TRSV ----------------------------------------------------------------------
+
+# Triangular matrix kinds (MAGMA-tester style names).
+TRI_KINDS = ("tri_rand", "tri_dominant", "tri_graded", "tri_scaled_ufl", "tri_scaled_ofl")
+# Sizes around the diagonal tiles (4, 8, 16, 32) and GEMV passes; the GPU tests add
+# the recursive design's window edges (256, 512) separately.
+TRSV_EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
+
+
+def triangular(rng, batch, n, dtype, kind: str, lower: bool):
+    """Square matrices (batch..., n, n) whose triangle is of ``kind``; the other
+    triangle is NaN, so a solver that reads it fails.
+
+    tri_rand: off-diagonal N(0, 1/n), diagonal +-[1, 2] (moderate growth).
+    tri_dominant: diagonal larger than its row's off-diagonal sum.
+    tri_graded: diagonal graded over 10^(0 .. -p) (p = 3 single, 8 double): badly
+        conditioned, yet a backward-stable solve keeps its residual small.
+    tri_scaled_ufl / tri_scaled_ofl: tri_rand scaled near under/overflow.
+    """
+    dtype = np.dtype(dtype)
+    A = random_array(rng, (*batch, n, n), dtype) / np.sqrt(max(n, 1))
+    sign = np.where(rng.random((*batch, n)) < 0.5, -1.0, 1.0)
+    idx = np.arange(n)
+    mag = 1 + rng.random((*batch, n))
+    if kind == "tri_dominant":
+        mag = mag + np.abs(A).sum(axis=-1)
+    elif kind == "tri_graded":
+        p = 3 if dtype in (np.float32, np.complex64) else 8
+        mag = mag * 10.0 ** (-np.linspace(0, p, n))
+    A[..., idx, idx] = (sign * mag).astype(dtype)
+    if kind in ("tri_scaled_ufl", "tri_scaled_ofl"):
+        fi = np.finfo(dtype)
+        scale = float(fi.tiny) * 2**20 if kind == "tri_scaled_ufl" else float(fi.max) / 2**20 / max(n, 1)
+        A = (A * scale).astype(dtype)
+    mask = np.tril(np.ones((n, n), bool), -1) if not lower else np.triu(np.ones((n, n), bool), 1)
+    A[..., mask] = np.nan
+    return A.astype(dtype)
+
+
+@dataclass
+class TrsvCase:
+    A: np.ndarray
+    B: np.ndarray
+    lower: bool
+    trans: object
+    unit: bool
+    kind: str
+    layouts: dict = field(default_factory=dict)
+
+    @property
+    def vectors(self):
+        return self.B.ndim == 1 or self.B.shape == self.A.shape[:-1]
+
+    def args(self, xp):
+        core = 1 if self.vectors else 2
+        return arrange(xp, self.A, self.layouts["A"]), arrange(xp, self.B, self.layouts["B"], core)
+
+    def as_matrices(self):
+        """(A, B) with B as (..., n, k) broadcast to the full batch (for residuals)."""
+        B = self.B[..., None] if self.vectors else self.B
+        batch = np.broadcast_shapes(self.A.shape[:-2], B.shape[:-2])
+        return self.A, np.broadcast_to(B, (*batch, *B.shape[-2:]))
+
+    def __repr__(self):
+        return (f"TrsvCase(A{self.A.shape} {self.A.dtype}, B{self.B.shape} {self.B.dtype}, "
+                f"lower={self.lower}, trans={self.trans!r}, unit={self.unit}, {self.kind}, {self.layouts})")
+
+
+@st.composite
+def trsv_cases(draw, sizes=None):
+    n = draw(st.sampled_from(TRSV_EDGES) if sizes is None else sizes)
+    dt_a, dt_b = operand_dtypes(draw, 2)
+    lower, unit = draw(st.booleans()), draw(st.booleans())
+    trans = draw(st.sampled_from((0, 1, 2, "N", "T", "C", "n", "t", "c")))
+    kind = draw(st.sampled_from(TRI_KINDS))
+    if unit and kind in ("tri_scaled_ufl", "tri_scaled_ofl"):
+        kind = "tri_rand"  # a unit diagonal with scaled off-diagonal entries over/underflows x itself
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    batch_a, batch_b = draw(broadcast_pair())
+    form = draw(st.sampled_from(("vectors", "one", "matrix")))
+    A = triangular(rng, batch_a, n, dt_a, kind, lower)
+    if form == "vectors":
+        B = random_array(rng, A.shape[:-1], dt_b)
+    elif form == "one":
+        B = random_array(rng, (n,), dt_b)
+    else:
+        B = random_array(rng, (*batch_b, n, draw(st.integers(1, 8))), dt_b)
+    layouts = {"A": draw(st.sampled_from(MATRIX_LAYOUTS)),
+               "B": draw(st.sampled_from(VECTOR_LAYOUTS if form != "matrix" else MATRIX_LAYOUTS))}
+    return TrsvCase(A, B, lower, trans, unit, kind, layouts)

@@ -16,7 +16,7 @@ import pytest
 
 import batched
 from batched.device_functions import BuildError, build, compile_registered, register, registered
-from batched.settings import choose_gemm_setting, choose_gemv_setting
+from batched.settings import STAGE_BLOCK_BYTES, choose_gemm_setting, choose_gemv_setting, stage_fits
 
 
 def _nvrtc_unavailable_reason():
@@ -105,11 +105,23 @@ SMS = (1, 16, 132)
 
 def test_every_default_gemv_setting_is_registered():
     names = {path.name: n for path, n in registered().items()}["gemv.cu"]
-    for rows, cols, trans, count, sms in itertools.product(EDGE_SIZES, EDGE_SIZES, (False, True), COUNTS, SMS):
-        s = choose_gemv_setting(rows, cols, trans, count, sms)
+    for rows, cols, trans, count, sms, stageable, dt in itertools.product(
+            EDGE_SIZES, EDGE_SIZES, (False, True), COUNTS, SMS, (False, True), batched.SUPPORTED_DTYPES):
+        s = choose_gemv_setting(rows, cols, trans, count, sms, stageable, np.dtype(dt).name)
         assert s in batched.GEMV_SETTINGS, (rows, cols, trans, count, sms, s)
-        for dt in batched.SUPPORTED_DTYPES:
-            assert gemv_module.kernel_name("uniform", dt, s, trans) in names
+        assert stageable or not s.staged, (rows, cols, trans, s)
+        assert gemv_module.kernel_name("uniform", dt, s, trans) in names
+
+
+def test_gemv_table_names_registered_settings_and_measured_shapes():
+    from batched.settings import GEMV_TABLE, table_gemv_setting
+
+    assert GEMV_TABLE, "the tuning table is empty"
+    for (dtype, trans), entries in GEMV_TABLE.items():
+        assert dtype in {np.dtype(d).name for d in batched.SUPPORTED_DTYPES}
+        for rows, cols, setting in entries:
+            assert setting in batched.GEMV_SETTINGS
+            assert table_gemv_setting(dtype, trans, rows, cols) == setting  # a measured shape maps to itself
 
 
 def test_every_default_gemm_setting_is_registered():
@@ -129,6 +141,20 @@ def test_gemv_setting_block_shape(setting):
     assert setting.tiles(0) >= 1 and setting.tiles(1000) >= 1
 
 
+@pytest.mark.parametrize("setting", [s for s in batched.GEMV_SETTINGS if s.staged], ids=str)
+def test_staged_gemv_setting_has_an_unstaged_twin_and_fits_its_block(setting):
+    # a staged setting falls back to its twin on matrices too big for shared memory
+    assert setting.unstaged() in batched.GEMV_SETTINGS
+    assert setting.group_threads <= 32
+    for capacity, itemsize in itertools.product((1, 17, 300, 1536), (4, 8, 16)):
+        if not stage_fits(capacity, itemsize):
+            continue
+        groups = setting.stage_groups_per_block(capacity, itemsize)
+        assert 1 <= groups and groups * setting.group_threads <= 256
+        assert groups * setting.stage_bytes(capacity, itemsize) <= STAGE_BLOCK_BYTES
+    assert not stage_fits(STAGE_BLOCK_BYTES // 16 + 1, 8)
+
+
 @pytest.mark.parametrize("setting", batched.GEMM_SETTINGS, ids=str)
 def test_gemm_setting_fits_the_static_shared_memory_limit(setting):
     assert setting.block_threads % setting.group_threads == 0
@@ -140,3 +166,14 @@ def test_gemm_setting_fits_the_static_shared_memory_limit(setting):
 def test_settings_have_distinct_ids():
     assert len({str(s) for s in batched.GEMV_SETTINGS}) == len(batched.GEMV_SETTINGS)
     assert len({str(s) for s in batched.GEMM_SETTINGS}) == len(batched.GEMM_SETTINGS)
+
+
+def test_trsv_and_vector_registries_hold_every_setting_dtype_and_layout():
+    from batched import vector as vector_module
+    from batched.factorizations import trsv as trsv_module
+
+    reg = {path.name: names for path, names in registered().items()}
+    assert reg["trsv.cu"] == {trsv_module.kernel_name(layout, dt, s) for layout in LAYOUTS
+                              for dt in batched.SUPPORTED_DTYPES for s in batched.TRSV_SETTINGS}
+    assert reg["vector.cu"] == {name for dt in batched.SUPPORTED_DTYPES for s in batched.VECTOR_SETTINGS
+                                for name in vector_module._names(dt, s)}

@@ -5,7 +5,8 @@ CuPy's memory pool is off so that every allocation is its own, and an
 out-of-bounds access is caught at the allocation's edge.  Cases: batch 1 and
 65,537; n in {0, 1, 31, 32, 33}; matrices at misaligned offsets (views that
 start one element into a buffer); beta = 0 with an uninitialized y; every
-registered setting forced once; the three layouts.
+registered setting forced once; the three layouts.  ``--only=blas,kblas,trsv``
+runs some sections (default all), each followed by a synchronize and a line.
 """
 
 import sys
@@ -30,37 +31,131 @@ def rand(shape, dtype, offset=1):
 
 
 checks = 0
-for dtype in (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
-    for n in (0, 1, 31, 32, 33):
-        for batch in (1, 3) if race else (1, 65537):
-            if batch > 1 and n > 1 and n != 33:
-                continue
-            for trans in "NTC":
-                A = rand((batch, n, n + 1), dtype)
-                x = rand((batch, (n + 1) if trans == "N" else n), dtype)
-                rows = n if trans == "N" else n + 1
-                y = cp.empty((batch, rows), dtype)  # uninitialized: beta = 0 must not read it
-                bt.gemv(A, x, y, beta=0.0, trans=trans)
-                bt.gemv(A, x, rand((batch, rows), dtype), alpha=0.5, beta=2.0, trans=trans)
+
+
+def section_blas():
+    # batched.gemv and batched.gemm: every layout, setting and trans letter.
+    global checks
+    for dtype in (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
+        for n in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and n > 1 and n != 33:
+                    continue
+                for trans in "NTC":
+                    A = rand((batch, n, n + 1), dtype)
+                    x = rand((batch, (n + 1) if trans == "N" else n), dtype)
+                    rows = n if trans == "N" else n + 1
+                    y = cp.empty((batch, rows), dtype)  # uninitialized: beta = 0 must not read it
+                    bt.gemv(A, x, y, beta=0.0, trans=trans)
+                    bt.gemv(A, x, rand((batch, rows), dtype), alpha=0.5, beta=2.0, trans=trans)
+                    checks += 2
+                B = rand((batch, n + 1, n), dtype)
+                bt.gemm(A, B, cp.empty((batch, n, n), dtype), beta=0.0)
+                bt.gemm(A, B.swapaxes(-1, -2), rand((batch, n, n), dtype), beta=1.0, transb="C")
                 checks += 2
-            B = rand((batch, n + 1, n), dtype)
-            bt.gemm(A, B, cp.empty((batch, n, n), dtype), beta=0.0)
-            bt.gemm(A, B.swapaxes(-1, -2), rand((batch, n, n), dtype), beta=1.0, transb="C")
-            checks += 2
-    A = rand((5, 33, 17), dtype)
-    for s in bt.GEMV_SETTINGS:
-        for trans in "NT":
-            x = rand((5, 17 if trans == "N" else 33), dtype)
-            bt.gemv(A, x, trans=trans, setting=s)
+        A = rand((5, 33, 17), dtype)
+        for s in bt.GEMV_SETTINGS:
+            for trans in "NT":
+                x = rand((5, 17 if trans == "N" else 33), dtype)
+                bt.gemv(A, x, trans=trans, setting=s)
+                checks += 1
+        for s in bt.GEMM_SETTINGS:
+            bt.gemm(A, rand((5, 17, 70), dtype), setting=s)
             checks += 1
-    for s in bt.GEMM_SETTINGS:
-        bt.gemm(A, rand((5, 17, 70), dtype), setting=s)
-        checks += 1
-    mats = [rand((int(rng.integers(0, 40)), int(rng.integers(0, 40))), dtype) for _ in range(33)]
-    vecs = [rand((m.shape[1],), dtype) for m in mats]
-    bt.gemv(mats, vecs)
-    bt.gemv(bt.PointerBatch([rand((9, 4), dtype) for _ in range(33)]), rand((33, 4), dtype))
-    bt.gemm(mats, [rand((m.shape[1], 3), dtype) for m in mats])
-    checks += 3
+        mats = [rand((int(rng.integers(0, 40)), int(rng.integers(0, 40))), dtype) for _ in range(33)]
+        vecs = [rand((m.shape[1],), dtype) for m in mats]
+        bt.gemv(mats, vecs)
+        bt.gemv(bt.PointerBatch([rand((9, 4), dtype) for _ in range(33)]), rand((33, 4), dtype))
+        bt.gemm(mats, [rand((m.shape[1], 3), dtype) for m in mats])
+        checks += 3
+
+
+
+def section_kblas():
+    # batched.kblas: one large matrix.  Misaligned views (rand's offset, and views
+    # inside a parent), n around a block edge, beta = 0 with an uninitialized y,
+    # both triangles, N/T/C, every (nb, q) forced with one and several parts.
+    global checks
+    kblas_dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in kblas_dtypes:
+        for n in (0, 1, 31, 32, 33, 70):
+            parent = rand((n + 20, n + 19), dtype, offset=3)
+            for A in (parent[:n, :n], parent[17:17 + n, 1:1 + n], parent[1:1 + n, :n].T):
+                for trans in "NTC":
+                    bt.kblas.gemv(A, rand((n,), dtype), cp.empty(n, dtype), beta=0.0, trans=trans)
+                    bt.kblas.gemv(A, rand((2 * n,), dtype)[::2], rand((n,), dtype), alpha=0.5, beta=2.0, trans=trans)
+                    checks += 2
+                for lower in (True, False):
+                    bt.kblas.symv(A, rand((n,), dtype), cp.empty(n, dtype), beta=0.0, lower=lower)
+                    bt.kblas.hemv(A, rand((n,), dtype), rand((n,), dtype), beta=-1.0, lower=lower)
+                    checks += 2
+        for base in bt.kblas.KBLAS_SETTINGS:
+            for routine in ("gemv", "symv"):
+                if not base.fits(routine, dtype):
+                    continue
+                for parts in (1, 3):
+                    n = base.nb + 1
+                    A = rand((n, n), dtype, offset=5)
+                    s = base.with_parts(parts)
+                    if routine == "gemv":
+                        for trans in "NT":
+                            bt.kblas.gemv(A, rand((n,), dtype), trans=trans, setting=s)
+                            checks += 1
+                    else:
+                        for lower in (True, False):
+                            bt.kblas.hemv(A, rand((n,), dtype), lower=lower, setting=s)
+                            checks += 1
+
+
+
+def section_trsv():
+    # batched.trsv / solve_triangular and the BLAS-1 vector kernels.  n around the tile
+    # edges (31/32/33) and, for the recursive design, past its window (257); batch 1 and
+    # 65,537; misaligned views; every TrsvSetting and VectorSetting forced once; three
+    # layouts; a zero diagonal (the check path copies B); vectors of length 0/1/31/33.
+    global checks
+    trsv_dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in trsv_dtypes:
+        for n in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and n not in (1, 33):
+                    continue
+                A = rand((batch, n, n), dtype) + 4 * cp.eye(n, dtype=dtype)
+                for lower in (True, False):
+                    for trans in "NTC":
+                        bt.trsv(A, rand((batch, n), dtype), lower=lower, trans=trans)
+                        bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans,
+                                            unit_diagonal=True, check=False)
+                        checks += 2
+        A = rand((3, 300, 300), dtype) + 600 * cp.eye(300, dtype=dtype)
+        A[1, 7, 7] = 0
+        for s in bt.TRSV_SETTINGS:
+            for lower, trans in ((True, "N"), (False, "T")):
+                bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
+                checks += 1
+        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 70, 33)]
+        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False)
+        bt.trsv(bt.PointerBatch([rand((40, 40), dtype) + 80 * cp.eye(40, dtype=dtype) for _ in range(33)]),
+                rand((33, 40), dtype))
+        checks += 2
+        for n in (0, 1, 31, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                x, y = rand((batch, n), dtype), rand((batch, n), dtype, offset=3)
+                for s in bt.VECTOR_SETTINGS:
+                    for fn in (bt.nrm2, bt.asum, bt.iamax):
+                        fn(x, setting=s)
+                    bt.dot(x, y, setting=s)
+                    bt.dotc(x, y, setting=s)
+                    bt.scal(rand((batch,), dtype), x, setting=s)
+                    bt.axpy(2.0, x, y, setting=s)
+                    checks += 7
+
+
+SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv}
+only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
+for name in only:
+    SECTIONS[name]()
+    cp.cuda.Device().synchronize()
+    print(f"sanitize: {name} done", flush=True)
 cp.cuda.Device().synchronize()
 print(f"sanitize: {checks} calls completed")

@@ -1,0 +1,119 @@
+"""Large single-matrix GEMV: ``alpha * op(A) @ x + beta * y`` (KBLAS design).
+
+Launcher of batched/kblas/kblas_gemv.cu and the CPU backend.  A column-major A runs
+the N kernel for 'N' and the T kernel for 'T'/'C'; a row-major A is the
+transpose of its column-major view, so 'N' runs the T kernel and 'T'/'C' the N
+kernel (conjugating for 'C'), without a copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _arrays as ar
+from ..device_functions import build
+from ..gemv import gemv as _batched_gemv
+from . import _common as cm
+from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
+
+SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
+
+# Launch flags of kblas_gemv.cu.
+_CONJ, _READ_Y = 1, 2
+
+
+def kernel_name(dtype, setting: KblasSetting, trans: bool) -> str:
+    kind = "t" if trans else "n"
+    return f"kblas_gemv_{kind}_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
+
+
+build.register(SOURCE, [kernel_name(dt, s, t) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
+                        if s.fits("gemv", dt) for t in (False, True)])
+
+
+def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None):
+    """Matrix-vector product ``alpha * op(A) @ x + beta * y`` for one large matrix.
+
+    Parameters
+    ----------
+    A : array_like, shape (m, n)
+        Column-major (Fortran-ordered) A is native; row-major A is read as the
+        transpose of its column-major view, without a copy.  Submatrix views
+        ``B[i:i+m, j:j+n]`` at any offset run at full speed; other strides
+        (no unit stride in either direction) are copied once.
+    x : array_like, shape (k,)
+        k = n for 'N', m for 'T'/'C'; any stride (negative too).
+    y : array_like, optional
+        Added as ``beta * y``; broadcast to the result shape.  Never read when
+        ``beta == 0`` (NaN there does not propagate), never written.
+    alpha, beta : scalar
+        Finite; complex only with complex operands.  ``alpha == 0`` reads
+        neither A nor x.
+    trans : {'N', 'T', 'C'}
+        op(A) = A, A^T or A^H (case-insensitive; also 0, 1, 2).
+    out : array, optional
+        Receives the result (shape (rows of op(A),), the result dtype); may be
+        ``y`` itself for BLAS's in-place update.
+    setting : KblasSetting, optional
+        Force a kernel setting (GPU); default chosen by size and GPU.
+
+    Returns
+    -------
+    out : array of shape (m,) for 'N', (n,) for 'T'/'C'.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad dtypes, shapes, letters, scalars or settings, before any work;
+        ``out`` untouched.
+
+    See Also
+    --------
+    batched.gemv : many small matrices; scipy.linalg.blas.dgemv, cupy.cublas.gemv
+
+    Notes
+    -----
+    CuPy arrays run on the current stream without synchronizing (one launch);
+    NumPy arrays run on the CPU backend.  Operands of different precisions
+    promote like ``numpy.result_type``.  The result is deterministic: blocks
+    sharing an output segment combine their partial sums in a fixed order.
+    """
+    op = ar.parse_op(trans, "trans")
+    p = cm.validate(A, x, y, out, alpha, beta)
+    check_kblas_setting(setting, "gemv", p.dtype)
+    m, n = p.A.shape
+    rows, inner = (m, n) if op == "N" else (n, m)
+    cm.check_lengths(p, rows, inner, "op(A)")
+    if not p.gpu:
+        return _batched_gemv(p.A, p.x, p.y, alpha=p.alpha, beta=p.beta, trans=op, out=p.out)
+    return cm.execute(p, lambda p, target: _launch(p, target, op, setting))
+
+
+def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
+    """(setting with parts, segments, walk) for a column-major m x n view.
+
+    Pure, so CPU tests can check what a shape gets.  Segments are block rows
+    (N) or block columns (T); the walk is the tiles each segment crosses.
+    """
+    s = setting or choose_kblas_setting("gemv", dtype, max(m, n), sms)
+    row_tiles, col_tiles = cm.blocks(m + shift, s.nb), cm.blocks(n, s.nb)
+    segments, walk = (col_tiles, row_tiles) if trans else (row_tiles, col_tiles)
+    parts = s.parts or choose_parts("gemv", segments, walk, sms)
+    return s.with_parts(parts), segments, walk
+
+
+def _launch(p: cm.Problem, target, op: str, setting) -> None:
+    a, shift = cm.matrix_view(p)
+    view_op = a.view_op(op)
+    trans = ar.op_transposes(view_op)
+    s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, cm.sm_count())
+    flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
+    keep = [a.arr]
+    x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
+    y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
+    o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
+    work, counters = cm.partials(p, segments, s.nb, s.parts)
+    cm.launch(SOURCE, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads,
+              (np.uint64(a.base), np.int64(a.ld), np.int32(a.rows), np.int32(a.cols), np.int32(shift),
+               x_ptr, incx, y_ptr, incy, o_ptr, inco, p.alpha, p.beta, np.int32(flags),
+               np.int32(s.parts), work, counters))

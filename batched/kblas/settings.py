@@ -1,0 +1,126 @@
+"""Settings of the large-matrix kernels as data, and the default chooser.
+
+A :class:`KblasSetting` is the paper's tuning triple (nb, Q-bar, Y-bar):
+``nb`` x ``q`` threads per block, each holding ``nb / q`` elements of a tile
+per register buffer (two buffers: double buffering), and ``parts`` blocks
+sharing one block row (GEMV-N) or block column (GEMV-T, SYMV/HEMV).  ``nb``
+and ``q`` are template arguments (every registered pair is compiled in CI);
+``parts`` is a launch argument, 0 meaning "chosen from the size and the GPU".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ROUTINES = ("gemv", "symv")  # hemv runs the symv kernels with a flag
+STATIC_SHARED_LIMIT = 48 * 1024
+REGISTERS_PER_SM = 65536
+
+
+@dataclass(frozen=True)
+class KblasSetting:
+    """``nb`` x ``q`` threads per block; ``parts`` blocks per block row/column (0: auto)."""
+
+    nb: int
+    q: int
+    parts: int = 0
+
+    @property
+    def threads(self) -> int:
+        return self.nb * self.q
+
+    @property
+    def per_thread(self) -> int:
+        """Elements of a tile each thread holds per register buffer (the paper's L)."""
+        return self.nb // self.q
+
+    def template_args(self) -> str:
+        return f"{self.nb}, {self.q}"
+
+    def fits(self, routine: str, dtype) -> bool:
+        """Registers and shared memory within the hardware limits for ``dtype``.
+
+        Per thread the walk keeps two tile buffers and two x buffers (GEMV-N)
+        or a tile buffer pair, x over its columns and the column sums
+        (GEMV-T, SYMV): about 4 L elements in registers, which must leave
+        room for addresses under the launch bound's register budget (no spills).
+        SYMV's diagonal kernel holds an nb x (nb + 1) tile in static shared memory.
+        """
+        item = np.dtype(dtype).itemsize
+        budget = min(255, REGISTERS_PER_SM // self.threads)
+        registers = 4 * self.per_thread * item // 4  # 4 L elements of 4-byte registers
+        if registers > budget - 40:
+            return False
+        if routine == "symv":
+            smem = (self.nb * (self.nb + 1) + 2 * self.nb + self.q * self.nb) * item
+            if smem > STATIC_SHARED_LIMIT:
+                return False
+        return self.nb % 32 == 0 and self.nb % self.q == 0 and self.threads <= 1024
+
+    def with_parts(self, parts: int) -> "KblasSetting":
+        return KblasSetting(self.nb, self.q, parts)
+
+    def __str__(self) -> str:
+        return f"kblas{self.nb}x{self.q}" + (f"p{self.parts}" if self.parts else "")
+
+
+# Every (nb, q) a launcher may pick; each is a registered instantiation for the
+# dtypes it fits.
+KBLAS_SETTINGS = (
+    KblasSetting(32, 2),   # L = 16, 64 threads: small n, many blocks
+    KblasSetting(32, 4),   # L = 8: the one that fits complex128
+    KblasSetting(64, 4),   # L = 16, 256 threads
+    KblasSetting(64, 8),   # L = 8, 512 threads
+)
+
+# Tiles per block the chooser aims for: enough that a block's fixed costs (its
+# reduction, the partials or atomics) are small against its reads, few enough
+# that the grid has many blocks and the last wave is short.
+_TILES_PER_BLOCK = {"gemv": 16, "symv": 16}
+_BLOCKS_PER_SM = 4
+
+
+def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
+    """(nb, q) for ``routine`` on an order-``n`` problem, without ``parts``.
+
+    First guesses, to be replaced by the measured switch-over points of
+    ``bench/kblas.py --sweep`` (H100): nb = 32 up to n = 2048 (twice the block
+    rows, so small problems still fill the GPU), nb = 64 beyond; the q that
+    keeps 8 (complex, double) or 16 (float) elements per buffer; complex128
+    only fits nb x q = 32 x 4.
+    """
+    dt = np.dtype(dtype)
+    if dt == np.complex128:
+        return KblasSetting(32, 4)
+    if n <= 2048:
+        return KblasSetting(32, 2) if dt == np.float32 else KblasSetting(32, 4)
+    return KblasSetting(64, 4) if dt == np.float32 else KblasSetting(64, 8)
+
+
+def choose_parts(routine: str, segments: int, walk: int, sms: int) -> int:
+    """Blocks per segment: the longest walk cut into shares of about
+    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all."""
+    if walk <= 1:
+        return 1
+    by_work = -(-walk // _TILES_PER_BLOCK[routine])
+    by_fill = -(-_BLOCKS_PER_SM * sms // max(segments, 1))
+    return max(1, min(walk, max(by_work, by_fill)))
+
+
+def check_kblas_setting(setting, routine: str, dtype) -> None:
+    """Named errors for a forced ``setting=`` before anything is launched."""
+    if setting is None:
+        return
+    if not isinstance(setting, KblasSetting):
+        raise TypeError(f"setting must be a KblasSetting or None, got {type(setting).__name__}")
+    base = KblasSetting(setting.nb, setting.q)
+    if base not in KBLAS_SETTINGS:
+        raise ValueError(f"setting {setting} is not one of the compiled settings: "
+                         f"{', '.join(map(str, KBLAS_SETTINGS))}")
+    if not base.fits(routine, dtype):
+        raise ValueError(f"setting {setting} does not fit {np.dtype(dtype)} for {routine} "
+                         "(registers or shared memory)")
+    if not isinstance(setting.parts, (int, np.integer)) or setting.parts < 0:
+        raise ValueError(f"setting.parts must be a non-negative integer, got {setting.parts!r}")

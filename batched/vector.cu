@@ -1,0 +1,61 @@
+// Batched BLAS-1 over the last axis: one thread group per vector, a grid-stride loop
+// over the vectors (the 1-D looped grid of Polok and Smrz: a block that moves on to
+// the next vector beats launching a block per vector).  Sub-warp groups put several
+// short vectors into one warp, so lengths that are not multiples of 32 waste few lanes.
+#include "common.cuh"
+#include "layouts.cuh"
+#include "vector.cuh"
+
+// Reductions (vector_reduce_kernel's `op`).
+#define VECTOR_NRM2 0
+#define VECTOR_ASUM 1
+#define VECTOR_IAMAX 2
+#define VECTOR_DOT 3
+#define VECTOR_DOTC 4
+
+__host__ __device__ constexpr int vector_block_threads(int group) { return group > 32 ? group : 256; }
+
+// out[b] = reduction of vector b (and y's vector b for the dots): a real for nrm2 and
+// asum, a long long for iamax, a T for the dots.
+template <typename T, int G>
+__global__ void __launch_bounds__(vector_block_threads(G))
+vector_reduce_kernel(bdf::UniformVector<T> x, bdf::UniformVector<T> y, void* out, int op, long long count,
+                     int n) {
+  using R = typename bdf::real_of<T>::type;
+  constexpr int GROUPS = vector_block_threads(G) / G;
+  constexpr int WORK = bdf::vector_work_bytes(G) > 0 ? bdf::vector_work_bytes(G) : 16;
+  __shared__ __align__(16) unsigned char work[WORK];  // G > 32: one group per block
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  for (long long b = (long long)blockIdx.x * GROUPS + threadIdx.x / G; b < count;
+       b += (long long)gridDim.x * GROUPS) {
+    const T* xv = x.vector(b);
+    if (op == VECTOR_NRM2 || op == VECTOR_ASUM) {
+      const R r = op == VECTOR_NRM2 ? bdf::nrm2(g, n, xv, x.inc, work) : bdf::asum(g, n, xv, x.inc, work);
+      if (g.rank == 0) static_cast<R*>(out)[b] = r;
+    } else if (op == VECTOR_IAMAX) {
+      const int i = bdf::iamax(g, n, xv, x.inc, work);
+      if (g.rank == 0) static_cast<long long*>(out)[b] = i;
+    } else {
+      const T r = bdf::dot(g, n, xv, x.inc, y.vector(b), y.inc, op == VECTOR_DOTC, work);
+      if (g.rank == 0) static_cast<T*>(out)[b] = r;
+    }
+  }
+}
+
+// out_b = alpha_b x_b (+ y_b with `axpy`); alpha_b = alphas[b * alpha_stride] when
+// alphas is given (one scale per vector), else the scalar alpha.
+template <typename T, int G>
+__global__ void __launch_bounds__(vector_block_threads(G))
+vector_update_kernel(bdf::UniformVector<T> x, bdf::UniformVector<T> y, bdf::UniformVector<T> out, T alpha,
+                     const T* alphas, long long alpha_stride, int axpy, long long count, int n) {
+  constexpr int GROUPS = vector_block_threads(G) / G;
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  for (long long b = (long long)blockIdx.x * GROUPS + threadIdx.x / G; b < count;
+       b += (long long)gridDim.x * GROUPS) {
+    const T a = alphas ? alphas[b * alpha_stride] : alpha;
+    if (axpy)
+      bdf::axpy(g, n, a, x.vector(b), x.inc, y.vector(b), y.inc, out.vector(b), out.inc);
+    else
+      bdf::scal(g, n, a, x.vector(b), x.inc, out.vector(b), out.inc);
+  }
+}

@@ -1,0 +1,320 @@
+"""Batched BLAS-1 over the last axis: nrm2, asum, iamax, dot, dotc, scal, axpy.
+
+Launcher and CPU backend.  Every function takes stacked vectors (..., n) with
+any strides (batch dimensions broadcast like NumPy's) and returns a new array:
+the reductions one value per vector (shape ``x.shape[:-1]``, a 0-d array for
+one vector), scal and axpy the updated vectors.  Semantics are BLAS's: asum
+and iamax measure a complex number by |re| + |im|, dot is unconjugated, dotc
+conjugates its first argument, nrm2 is scaled like LAPACK's xNRM2.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import _arrays as ar
+from . import _launch as ln
+from ._operands import vector_operand
+from .device_functions import build
+from .settings import multiprocessor_count
+
+SOURCE = Path(__file__).with_name("vector.cu")
+_NRM2, _ASUM, _IAMAX, _DOT, _DOTC = range(5)   # vector_reduce_kernel's op
+
+
+@dataclass(frozen=True)
+class VectorSetting:
+    """Threads per vector: 8 (short vectors, several per warp), 32 or 256."""
+
+    group: int
+
+    @property
+    def block_threads(self) -> int:  # vector_block_threads() in batched/vector.cu
+        return self.group if self.group > 32 else 256
+
+    @property
+    def groups_per_block(self) -> int:
+        return self.block_threads // self.group
+
+    def __str__(self) -> str:
+        return f"vector{self.group}"
+
+
+VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256))
+
+
+def choose_vector_setting(n: int, count: int, multiprocessors: int = 132) -> VectorSetting:
+    """8 lanes up to 16 elements; a block per vector only for few long vectors
+    (too few vectors to give every SM several warps); a warp otherwise."""
+    if n <= 16:
+        return VECTOR_SETTINGS[0]
+    if n > 2048 and count < 16 * multiprocessors:
+        return VECTOR_SETTINGS[2]
+    return VECTOR_SETTINGS[1]
+
+
+def _names(dtype, setting):
+    ct = ar.CTYPES[np.dtype(dtype)]
+    return (f"vector_reduce_kernel<{ct}, {setting.group}>", f"vector_update_kernel<{ct}, {setting.group}>")
+
+
+build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in VECTOR_SETTINGS for name in _names(dt, s)])
+
+
+def _real(dtype):
+    return np.dtype(dtype).type(0).real.dtype
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def _operands(named: dict, setting):
+    """(arrays, xp, dtype, batch shape, n) of stacked vectors, broadcast together."""
+    if setting is not None and setting not in VECTOR_SETTINGS:
+        raise ValueError(f"setting {setting!r} is not one of {', '.join(map(repr, VECTOR_SETTINGS))}")
+    arrays = {k: ar.as_array(v, k)[0] for k, v in named.items()}
+    xp = ar.common_backend(arrays)
+    dtype = ar.result_dtype(arrays)
+    lengths = set()
+    for k, a in arrays.items():
+        if a.ndim < 1:
+            raise ValueError(f"{k} must have shape (..., n), got shape {a.shape}")
+        lengths.add(a.shape[-1])
+    if len(lengths) > 1:
+        raise ValueError("vector lengths differ: " + ", ".join(f"{k} {a.shape}" for k, a in arrays.items()))
+    try:
+        batch = np.broadcast_shapes(*[a.shape[:-1] for a in arrays.values()])
+    except ValueError:
+        raise ValueError("batch dimensions do not broadcast: "
+                         + ", ".join(f"{k} {a.shape}" for k, a in arrays.items())) from None
+    n = lengths.pop()
+    if n >= 2**31:
+        raise ValueError(f"vectors of length {n} are longer than the kernels' 32-bit lengths")
+    return [arrays[k].astype(dtype, copy=False) for k in named], xp, dtype, batch, n
+
+
+def _alpha(alpha, dtype, xp, batch):
+    """(checked scalar, None), or (None, array of per-vector scales broadcasting to the batch)."""
+    if isinstance(alpha, (numbers.Number, np.generic)):
+        return ar.check_scalar(alpha, "alpha", dtype), None
+    arr, _ = ar.as_array(alpha, "alpha")
+    if not isinstance(arr, xp.ndarray):
+        raise ValueError("alpha must be on the same device as x")
+    ar.check_dtype(arr, "alpha")
+    if arr.dtype.kind == "c" and dtype.kind != "c":
+        raise TypeError(f"alpha is complex ({arr.dtype}) but x is real ({dtype})")
+    try:
+        if np.broadcast_shapes(arr.shape, batch) != tuple(batch):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"alpha has shape {arr.shape}, which does not broadcast to the batch shape "
+                         f"{tuple(batch)}") from None
+    return None, arr
+
+
+# --- reductions --------------------------------------------------------------------------
+
+
+def _reduce(op, named, setting):
+    arrays, xp, dtype, batch, n = _operands(named, setting)
+    if xp is np:
+        return _reduce_numpy(op, arrays, batch)
+    out_dtype = np.int64 if op == _IAMAX else (_real(dtype) if op in (_NRM2, _ASUM) else dtype)
+    out = xp.empty(batch, out_dtype)
+    count = int(np.prod(batch, dtype=np.int64))
+    if count:
+        vs = [vector_operand(a, batch, xp) for a in arrays]
+        x = vs[0]
+        y = vs[1] if len(vs) > 1 else x
+        setting = setting or choose_vector_setting(n, count, multiprocessor_count())
+        kernel = build.get_kernel(SOURCE, _names(dtype, setting)[0])
+        kernel((ln.grid_for(count, setting.groups_per_block),), (setting.block_threads,),
+               (ln.pack("UniformVector", x.base, x.stride, x.inc), ln.pack("UniformVector", y.base, y.stride, y.inc),
+                out, np.int32(op), np.int64(count), np.int32(n)))
+    return out
+
+
+def nrm2(x, *, setting=None):
+    """Euclidean norm of every vector, overflow- and underflow-safe.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n)
+    setting : VectorSetting, optional
+        Threads per vector (GPU); default chosen by n.
+
+    Returns
+    -------
+    norms : real array of shape x.shape[:-1] (float32 for float32/complex64)
+
+    See Also
+    --------
+    numpy.linalg.norm, scipy.linalg.blas.dnrm2
+
+    Notes
+    -----
+    Blue's algorithm with LAPACK's constants (la_constants, Anderson 2017):
+    entries are summed in three ranges (tiny ones scaled up, huge ones scaled
+    down), so entries of 1e300 or 1e-300 neither overflow nor underflow; the
+    same algorithm on both backends.  NaN gives NaN, Inf gives Inf.
+    """
+    return _reduce(_NRM2, {"x": x}, setting)
+
+
+def asum(x, *, setting=None):
+    """Sum of |re x_i| + |im x_i| of every vector (BLAS's xASUM; real result).
+
+    See Also
+    --------
+    scipy.linalg.blas.dasum, scipy.linalg.blas.dzasum
+    """
+    return _reduce(_ASUM, {"x": x}, setting)
+
+
+def iamax(x, *, setting=None):
+    """0-based index of the first largest |re x_i| + |im x_i| of every vector (int64).
+
+    Notes
+    -----
+    BLAS's measure and tie rule (the first maximum), 0-based.  A NaN counts as
+    larger than any number (its first occurrence wins, as ``numpy.argmax``);
+    an empty vector gives -1.
+
+    See Also
+    --------
+    scipy.linalg.blas.idamax, numpy.argmax
+    """
+    return _reduce(_IAMAX, {"x": x}, setting)
+
+
+def dot(x, y, *, setting=None):
+    """Unconjugated dot product sum x_i y_i of every pair of vectors (batch dims broadcast).
+
+    See Also
+    --------
+    numpy.vecdot (which conjugates; that is :func:`dotc`), scipy.linalg.blas.zdotu
+    """
+    return _reduce(_DOT, {"x": x, "y": y}, setting)
+
+
+def dotc(x, y, *, setting=None):
+    """Conjugated dot product sum conj(x_i) y_i of every pair of vectors.
+
+    See Also
+    --------
+    numpy.vecdot, scipy.linalg.blas.zdotc
+    """
+    return _reduce(_DOTC, {"x": x, "y": y}, setting)
+
+
+# --- element-wise ------------------------------------------------------------------------
+
+
+def scal(alpha, x, *, setting=None):
+    """``alpha * x`` for every vector: a new array (x is not modified).
+
+    Parameters
+    ----------
+    alpha : scalar, or array_like broadcasting to x.shape[:-1]
+        One scale for all vectors, or one per vector.
+    x : array_like, shape (..., n)
+
+    See Also
+    --------
+    scipy.linalg.blas.dscal
+    """
+    return _update(alpha, {"x": x}, setting)
+
+
+def axpy(alpha, x, y, *, setting=None):
+    """``alpha * x + y`` for every pair of vectors: a new array (x, y not modified).
+
+    Parameters
+    ----------
+    alpha : scalar, or array_like broadcasting to the batch shape (one per vector)
+    x, y : array_like, shape (..., n), batch dimensions broadcast
+
+    See Also
+    --------
+    scipy.linalg.blas.daxpy
+    """
+    return _update(alpha, {"x": x, "y": y}, setting)
+
+
+def _update(alpha, named, setting):
+    arrays, xp, dtype, batch, n = _operands(named, setting)
+    scalar, alphas = _alpha(alpha, dtype, xp, batch)
+    if alphas is not None:
+        dtype = np.result_type(dtype, alphas.dtype)
+        arrays = [a.astype(dtype, copy=False) for a in arrays]
+        alphas = alphas.astype(dtype, copy=False)
+        scalar = dtype.type(0)
+    shape = (*batch, n)
+    if xp is np:
+        a = scalar if alphas is None else np.broadcast_to(alphas, batch)[..., None]
+        result = a * arrays[0] if len(arrays) == 1 else a * arrays[0] + arrays[1]
+        return np.array(np.broadcast_to(result, shape), dtype=dtype)
+    out = xp.empty(shape, dtype)
+    count = int(np.prod(batch, dtype=np.int64))
+    if count and n:
+        vs = [vector_operand(a, batch, xp) for a in arrays]
+        x, y = vs[0], vs[-1]
+        o = vector_operand(out, batch, xp)
+        al = vector_operand(alphas[..., None], batch, xp) if alphas is not None else None
+        setting = setting or choose_vector_setting(n, count, multiprocessor_count())
+        kernel = build.get_kernel(SOURCE, _names(dtype, setting)[1])
+        vec = lambda v: ln.pack("UniformVector", v.base, v.stride, v.inc)  # noqa: E731
+        kernel((ln.grid_for(count, setting.groups_per_block),), (setting.block_threads,),
+               (vec(x), vec(y), vec(o), scalar, np.uint64(al.base if al else 0), np.int64(al.stride if al else 0),
+                np.int32(len(arrays) == 2), np.int64(count), np.int32(n)))
+    return out
+
+
+# --- CPU backend -------------------------------------------------------------------------
+
+# LAPACK's la_constants for Blue's algorithm (see device_functions/vector.cuh).
+_BLUE = {np.dtype(np.float64): (2.0**-511, 2.0**486, 2.0**537, 2.0**-538),
+         np.dtype(np.float32): (2.0**-63, 2.0**52, 2.0**75, 2.0**-76)}
+
+
+def _nrm2_numpy(x):
+    """Blue's three sums and LAPACK's combination, vectorized over the batch."""
+    R = _real(x.dtype)
+    tsml, tbig, ssml, sbig = (R.type(c) for c in _BLUE[R])
+    v = np.abs(np.concatenate([x.real, x.imag], axis=-1) if x.dtype.kind == "c" else x)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        is_big, is_sml = v > tbig, v < tsml
+        big = np.where(is_big, (v * sbig) ** 2, R.type(0)).sum(axis=-1, dtype=R)
+        sml = np.where(is_sml, (v * ssml) ** 2, R.type(0)).sum(axis=-1, dtype=R)
+        med = np.where(~(is_big | is_sml), v * v, R.type(0)).sum(axis=-1, dtype=R)
+        med_counts = (med > 0) | np.isnan(med)
+        from_big = np.sqrt(big + np.where(med_counts, (med * sbig) * sbig, R.type(0))) / sbig
+        a, b = np.sqrt(med), np.sqrt(sml) / ssml
+        ymax, ymin = np.maximum(a, b), np.minimum(a, b)
+        q = ymin / ymax
+        from_sml = np.where(med_counts, ymax * np.sqrt(1 + q * q), b)
+        result = np.where(big > 0, from_big, np.where(sml > 0, from_sml, np.sqrt(med)))
+    return np.asarray(result, dtype=R)
+
+
+def _abs1(x):
+    return np.abs(x.real) + np.abs(x.imag) if x.dtype.kind == "c" else np.abs(x)
+
+
+def _reduce_numpy(op, arrays, batch):
+    x = np.broadcast_to(arrays[0], (*batch, arrays[0].shape[-1]))
+    if op == _NRM2:
+        return _nrm2_numpy(x)
+    if op == _ASUM:
+        return np.asarray(_abs1(x).sum(axis=-1))
+    if op == _IAMAX:
+        if x.shape[-1] == 0:
+            return np.full(batch, -1, dtype=np.int64)
+        return np.asarray(np.argmax(_abs1(x), axis=-1), dtype=np.int64)
+    y = arrays[1]
+    xx = np.conj(x) if op == _DOTC else x
+    return np.asarray((xx * y).sum(axis=-1))

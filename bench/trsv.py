@@ -1,0 +1,115 @@
+"""Batched TRSV against PyTorch (torch.linalg.solve_triangular, cuBLAS trsmBatched)
+and cupyx.scipy.linalg.solve_triangular, on the same memory.
+
+Cases: C-ordered stacked triangular matrices (batch, n, n) (diagonally
+dominant, the other triangle random: it is never read), one right-hand side
+(batch, n); DTRSV and STRSV; lower and upper; trans N and T; n in 8..1024; the
+batch sized so the stored matrices take 256 MiB.  ``trans`` in a row is
+'LN', 'LT', 'UN' or 'UT' (triangle, op).  At n = 256, 512 and 1024 the blocked
+(``trsv32x4blocked``) and recursive (``trsv32x4rec256``) designs are also timed
+with the setting forced, which locates the switch-over of the default chooser.
+
+Bytes count the triangle n(n+1)/2 plus b read and x written; flops n^2 per solve.
+Peers: ``torch`` = torch.linalg.solve_triangular(A or A^T, b[..., None])
+(left out without PyTorch); ``cupyx`` = cupyx.scipy.linalg.solve_triangular
+(left out where it does not take a batch).
+
+Usage: python3 bench/trsv.py [--quick] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import batched as bt  # noqa: E402
+from bench import harness  # noqa: E402
+from bench.harness import Case, NotApplicable, Operands  # noqa: E402
+
+SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
+
+
+def case(dtype, trans, n, setting=None) -> Case:
+    batch = harness.batch_for(n * n * np.dtype(dtype).itemsize)
+    return Case("trsv", dtype, "uniform", trans, n, n, 0, batch, setting=setting, repeats=10)
+
+
+def all_cases() -> list[Case]:
+    cases = [case(dt, tr, n) for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES]
+    cases += [case("float64", "LN", n, s) for n in (256, 512, 1024) for s in DESIGNS]
+    return cases
+
+
+def quick_cases() -> list[Case]:
+    return [case("float64", "LN", 8), case("float64", "UT", 64), case("float32", "LN", 256),
+            case("float64", "LN", 1024, DESIGNS[1])]
+
+
+def traffic(c: Case):
+    item = np.dtype(c.dtype).itemsize
+    n = c.n
+    return (n * (n + 1) // 2 + 2 * n) * item * c.batch, n * n * c.batch * (4 if c.dtype.startswith("c") else 1)
+
+
+def build(c: Case, index: int) -> Operands:
+    import cupy as cp
+
+    n = c.n
+    A = harness.random_array((c.batch, n, n), c.dtype, 7919 * index + 5)
+    A[:, cp.arange(n), cp.arange(n)] += 2 * n   # well conditioned, so the peers agree to rounding
+    b = harness.random_array((c.batch, n), c.dtype, 7919 * index + 6)
+    data = {"A": A, "b": b}
+    torch = harness.torch_or_none()
+    if torch is not None:
+        tA = harness.as_torch(torch, A)
+        data["tA"] = tA if c.trans[1] == "N" else tA.mT
+        data["tb"] = harness.as_torch(torch, b).unsqueeze(-1)
+    return Operands(data)
+
+
+def ours(c: Case, d: dict, setting):
+    return bt.trsv(d["A"], d["b"], lower=c.trans[0] == "L", trans=c.trans[1], setting=setting)
+
+
+def peer_torch(c: Case, d: dict):
+    if "tA" not in d:
+        raise NotApplicable
+    import torch
+
+    # op(A) is lower for L with N and for U with T
+    upper = (c.trans[0] == "U") == (c.trans[1] == "N")
+    return torch.linalg.solve_triangular(d["tA"], d["tb"], upper=upper)
+
+
+def peer_cupyx(c: Case, d: dict):
+    from cupyx.scipy.linalg import solve_triangular
+
+    try:
+        return solve_triangular(d["A"], d["b"][..., None], lower=c.trans[0] == "L", trans=c.trans[1])
+    except (ValueError, TypeError) as exc:  # no batch support in this CuPy
+        raise NotApplicable from exc
+
+
+def main(argv=None, print_table: bool = True) -> list:
+    args = harness.parse_args(argv, "Batched TRSV benchmark")
+    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
+    if args.dry_run:
+        return harness.dry_run("trsv", cases, traffic)
+    peers = {}
+    if harness.torch_or_none() is not None:
+        peers["torch"] = peer_torch
+    else:
+        print("note: PyTorch with CUDA not available; torch peer left out")
+    peers["cupyx"] = peer_cupyx
+    return harness.run("trsv", cases, ours, peers, build=build, args=args, traffic_fn=traffic,
+                       sweep=bt.TRSV_SETTINGS if args.sweep else (), print_table=print_table)
+
+
+if __name__ == "__main__":
+    main()

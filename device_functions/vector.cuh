@@ -1,0 +1,187 @@
+// vector.cuh: BLAS-1 functions for ONE vector, computed by one thread group:
+// nrm2, dot/dotc, asum, iamax (reductions) and scal, axpy (element-wise).
+//
+// Threads:  a ThreadGroup<G>; every thread of the group calls the function with the
+//           same arguments.  Element i of a vector is at x[i * incx]; consecutive
+//           ranks take consecutive elements, so a warp reads contiguous runs.
+// Shared:   a reduction with G > 32 needs `work` of vector_work_bytes(G) bytes
+//           (the per-warp partials); otherwise `work` may be null.  Contents
+//           undefined on exit.
+// Sync:     reductions with G > 32 begin with a barrier (a previous call may still
+//           read `work`) and use two more; element-wise functions use none.
+// Memory:   inputs read-only; x and y are not read when n is 0.  Reductions return
+//           the result to every thread of the group.
+// Failure:  none; NaN/Inf propagate (nrm2 as LAPACK's xNRM2, iamax: a NaN counts
+//           as the largest value, its first occurrence wins, as numpy.argmax).
+#pragma once
+#include "common.cuh"
+
+namespace bdf {
+
+template <typename T> struct real_of { using type = T; };
+template <typename R> struct real_of<complex<R>> { using type = R; };
+
+// Bytes of `work` a reduction by `group` threads needs: per warp, three partial sums
+// of nrm2 or one (value, index) pair of iamax or one complex<double> of dot.
+__host__ __device__ constexpr int vector_work_bytes(int group) { return group > 32 ? (group / 32) * 48 : 0; }
+
+template <typename T> __device__ __forceinline__ T real_part(T a) { return a; }
+template <typename R> __device__ __forceinline__ R real_part(complex<R> a) { return a.real(); }
+template <typename T> __device__ __forceinline__ T imag_part(T) { return T(0); }
+template <typename R> __device__ __forceinline__ R imag_part(complex<R> a) { return a.imag(); }
+template <typename T> constexpr bool is_complex_v = false;
+template <typename R> constexpr bool is_complex_v<complex<R>> = true;
+
+// |re| + |im|: BLAS's measure in asum and iamax.
+template <typename T> __device__ __forceinline__ typename real_of<T>::type abs1(T a) {
+  if constexpr (is_complex_v<T>) return fabs(a.real()) + fabs(a.imag());
+  else return fabs(a);
+}
+
+// Sum of v over the group (the same total in every thread).
+template <int G, typename V>
+__device__ V group_sum(ThreadGroup<G> g, V v, V* work) {
+  v = butterfly_sum<1, (G < 32 ? G : 32)>(v, g.lanes());
+  if (G > 32) {
+    g.sync();
+    if ((g.rank & 31) == 0) work[g.rank / 32] = v;
+    g.sync();
+    v = work[0];
+    for (int w = 1; w < G / 32; ++w) v += work[w];
+  }
+  return v;
+}
+
+// The scaling constants of LAPACK's xNRM2 (Anderson, "Algorithm 978: Safe scaling
+// in the Level 1 BLAS", 2017; LAPACK la_constants): squares of values in
+// [tsml, tbig] neither overflow nor underflow; the others are scaled by ssml/sbig.
+template <typename R> struct BlueConstants;
+template <> struct BlueConstants<double> {
+  static constexpr double tsml = 0x1p-511, tbig = 0x1p486, ssml = 0x1p537, sbig = 0x1p-538;
+};
+template <> struct BlueConstants<float> {
+  static constexpr float tsml = 0x1p-63f, tbig = 0x1p52f, ssml = 0x1p75f, sbig = 0x1p-76f;
+};
+
+// The three accumulators of Blue's algorithm for one real entry.
+template <typename R> __device__ __forceinline__ void blue_add(R v, R& big, R& med, R& sml) {
+  using C = BlueConstants<R>;
+  const R ax = fabs(v);
+  if (ax > C::tbig) { const R s = ax * C::sbig; big += s * s; }
+  else if (ax < C::tsml) { const R s = ax * C::ssml; sml += s * s; }
+  else med += ax * ax;  // NaN lands here and propagates
+}
+
+// LAPACK's xNRM2 combination of the three sums.
+template <typename R> __device__ R blue_combine(R big, R med, R sml) {
+  using C = BlueConstants<R>;
+  const bool med_counts = med > R(0) || med != med;
+  if (big > R(0)) {
+    if (med_counts) big += (med * C::sbig) * C::sbig;
+    return sqrt(big) / C::sbig;
+  }
+  if (sml > R(0)) {
+    if (!med_counts) return sqrt(sml) / C::ssml;
+    const R a = sqrt(med), b = sqrt(sml) / C::ssml;
+    const R ymax = b > a ? b : a, ymin = b > a ? a : b;
+    const R q = ymin / ymax;
+    return ymax * sqrt(R(1) + q * q);
+  }
+  return sqrt(med);
+}
+
+// bdf::nrm2: sqrt(sum |x_i|^2), overflow- and underflow-safe like LAPACK's xNRM2.
+template <int G, typename T>
+__device__ typename real_of<T>::type nrm2(ThreadGroup<G> g, int n, const T* x, long long incx,
+                                          unsigned char* work) {
+  using R = typename real_of<T>::type;
+  R big = 0, med = 0, sml = 0;
+  for (int i = g.rank; i < n; i += G) {
+    const T v = x[i * incx];
+    blue_add(real_part(v), big, med, sml);
+    if constexpr (is_complex_v<T>) blue_add(imag_part(v), big, med, sml);
+  }
+  R* w = reinterpret_cast<R*>(work);
+  const int warps = G > 32 ? G / 32 : 1;
+  big = group_sum(g, big, w);
+  med = group_sum(g, med, w + warps);
+  sml = group_sum(g, sml, w + 2 * warps);
+  return blue_combine(big, med, sml);
+}
+
+// bdf::dot: sum op(x_i) y_i with op = conj when `conj` (dotc), identity otherwise.
+template <int G, typename T>
+__device__ T dot(ThreadGroup<G> g, int n, const T* x, long long incx, const T* y, long long incy,
+                 bool conj, unsigned char* work) {
+  T acc = T(0);
+#pragma unroll 4
+  for (int i = g.rank; i < n; i += G) acc += conj_if(x[i * incx], conj) * y[i * incy];
+  return group_sum(g, acc, reinterpret_cast<T*>(work));
+}
+
+// bdf::asum: sum |re x_i| + |im x_i| (BLAS's measure, not the modulus).
+template <int G, typename T>
+__device__ typename real_of<T>::type asum(ThreadGroup<G> g, int n, const T* x, long long incx,
+                                          unsigned char* work) {
+  using R = typename real_of<T>::type;
+  R acc = 0;
+#pragma unroll 4
+  for (int i = g.rank; i < n; i += G) acc += abs1(x[i * incx]);
+  return group_sum(g, acc, reinterpret_cast<R*>(work));
+}
+
+// Is (va, ia) ahead of (vb, ib) for iamax: NaN first, then larger, then smaller index.
+template <typename R> __device__ __forceinline__ bool iamax_ahead(R va, int ia, R vb, int ib) {
+  const bool na = va != va, nb = vb != vb;
+  if (na != nb) return na;
+  if (!na && va != vb) return va > vb;
+  return ia < ib;
+}
+
+// bdf::iamax: the 0-based index of the first largest |re| + |im|; -1 when n is 0.
+template <int G, typename T>
+__device__ int iamax(ThreadGroup<G> g, int n, const T* x, long long incx, unsigned char* work) {
+  using R = typename real_of<T>::type;
+  R best = R(-1);
+  int at = 0x7fffffff;
+  for (int i = g.rank; i < n; i += G) {
+    const R v = abs1(x[i * incx]);
+    if (iamax_ahead(v, i, best, at)) { best = v; at = i; }
+  }
+  const unsigned lanes = g.lanes();
+#pragma unroll
+  for (int d = (G < 32 ? G : 32) / 2; d >= 1; d /= 2) {
+    const R ov = __shfl_xor_sync(lanes, best, d);
+    const int oi = __shfl_xor_sync(lanes, at, d);
+    if (iamax_ahead(ov, oi, best, at)) { best = ov; at = oi; }
+  }
+  if (G > 32) {
+    R* wv = reinterpret_cast<R*>(work);
+    int* wi = reinterpret_cast<int*>(work + (G / 32) * sizeof(double));
+    g.sync();
+    if ((g.rank & 31) == 0) { wv[g.rank / 32] = best; wi[g.rank / 32] = at; }
+    g.sync();
+    best = wv[0];
+    at = wi[0];
+    for (int w = 1; w < G / 32; ++w)
+      if (iamax_ahead(wv[w], wi[w], best, at)) { best = wv[w]; at = wi[w]; }
+  }
+  return n > 0 ? at : -1;
+}
+
+// bdf::scal: out_i = alpha x_i.  bdf::axpy: out_i = alpha x_i + y_i.  out may be x or y
+// (each element is read before it is written, by the same thread).
+template <int G, typename T>
+__device__ void scal(ThreadGroup<G> g, int n, T alpha, const T* x, long long incx, T* out, long long inco) {
+#pragma unroll 4
+  for (int i = g.rank; i < n; i += G) out[i * inco] = alpha * x[i * incx];
+}
+
+template <int G, typename T>
+__device__ void axpy(ThreadGroup<G> g, int n, T alpha, const T* x, long long incx, const T* y,
+                     long long incy, T* out, long long inco) {
+#pragma unroll 4
+  for (int i = g.rank; i < n; i += G) out[i * inco] = alpha * x[i * incx] + y[i * incy];
+}
+
+}  // namespace bdf

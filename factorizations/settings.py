@@ -1,0 +1,124 @@
+"""TRSV settings as data, the default chooser and the launch plan.
+
+A setting becomes template arguments of ``factorizations/trsv.cu``: DIM_X x DIM_Y
+threads per (matrix, right-hand side) -- the shape of the GEMV updates -- and
+``window``: 0 for the one-level blocked design (the whole x in shared memory,
+so shared memory grows with n) or the cap of the recursive design (x kept in
+the output, at most ``window`` unknowns in shared memory at a time, MAGMA's 256).
+Diagonal tiles are min(DIM_X * DIM_Y, 32) wide, solved by one warp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
+BLOCK_SUBWARP = 256      # trsv_block_threads() in factorizations/trsv.cu for groups <= 32
+SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
+
+
+@dataclass(frozen=True)
+class TrsvSetting:
+    """DIM_X x DIM_Y threads per solve; ``window`` 0 = blocked, > 0 = recursive with that cap."""
+
+    dim_x: int
+    dim_y: int
+    window: int = 0
+
+    @property
+    def group_threads(self) -> int:
+        return self.dim_x * self.dim_y
+
+    @property
+    def tile(self) -> int:
+        return min(self.group_threads, 32)
+
+    @property
+    def recursive(self) -> bool:
+        return self.window > 0
+
+    @property
+    def max_groups_per_block(self) -> int:
+        return 1 if self.group_threads > 32 else BLOCK_SUBWARP // self.group_threads
+
+    def xlen(self, n_max: int) -> int:
+        """Unknowns a group keeps in shared memory."""
+        return self.window if self.window else n_max
+
+    def group_bytes(self, n_max: int, itemsize: int) -> int:
+        """Shared memory of one group; the same sum as trsv_kernel's ``group_bytes``."""
+        work = self.group_threads * GEMV_UNROLL if self.group_threads > 32 else 0
+        return -(-((self.xlen(n_max) + work) * itemsize + 4) // 16) * 16
+
+    def template_args(self) -> str:
+        return f"{self.dim_x}, {self.dim_y}, {self.window}"
+
+    def __str__(self) -> str:
+        kind = f"rec{self.window}" if self.window else "blocked"
+        return f"trsv{self.dim_x}x{self.dim_y}{kind}"
+
+
+# Every setting a launcher may pick (each a registered instantiation, compiled in CI).
+TRSV_SETTINGS = (
+    # one tile: a sub-warp group per solve, several solves per block
+    TrsvSetting(4, 1), TrsvSetting(8, 1), TrsvSetting(16, 1),
+    # one warp per solve: 32-wide tiles, GEMV by 32 x 1 or 8 x 4 lanes
+    TrsvSetting(32, 1), TrsvSetting(8, 4),
+    # four warps per solve: blocked, and the recursive design with MAGMA's cap of 256
+    TrsvSetting(32, 4), TrsvSetting(32, 4, window=256), TrsvSetting(32, 8, window=256),
+)
+
+
+def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132) -> TrsvSetting:
+    """Default setting for the largest n of a batch.
+
+    Up to 32 unknowns the solve is a single tile: the smallest power-of-two lane
+    group that covers it.  Up to 256, one warp (8 x 4 GEMV lanes: four
+    independent partial sums per thread).  Beyond, four warps, blocked while x
+    fits comfortably (MAGMA's blocked curve degrades past 512 as x's shared
+    memory cuts occupancy) and recursive after.  First guesses:
+    ``bench/trsv.py --sweep`` times every setting per size.
+    """
+    for s in TRSV_SETTINGS[:4]:
+        if n <= s.group_threads:
+            return s
+    if n <= 256:
+        return TrsvSetting(8, 4)
+    if n <= 512:
+        return TrsvSetting(32, 4)
+    return TrsvSetting(32, 4, window=256)
+
+
+@dataclass(frozen=True)
+class TrsvPlan:
+    grid: int
+    block: int
+    smem: int
+    groups: int
+    xlen: int
+
+
+def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_limit: int) -> TrsvPlan:
+    """Grid, block and dynamic shared memory of one launch (pure: testable on the CPU).
+
+    Sub-warp groups share a block; fewer of them are launched when their shared
+    memory would pass 48 KiB, and a setting whose one group exceeds the device's
+    limit is a ValueError (the blocked design with a very large n).
+    """
+    per_group = setting.group_bytes(n_max, itemsize)
+    if per_group > smem_limit:
+        raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "
+                         f"(the device allows {smem_limit}); use a recursive setting")
+    groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
+    grid = max(1, min(-(-items // groups), 2**31 - 1))
+    return TrsvPlan(grid, groups * setting.group_threads, groups * per_group, groups, setting.xlen(n_max))
+
+
+def check_trsv_setting(setting) -> None:
+    if setting is None:
+        return
+    if not isinstance(setting, TrsvSetting):
+        raise TypeError(f"setting must be a TrsvSetting or None, got {type(setting).__name__}")
+    if setting not in TRSV_SETTINGS:
+        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
+                         f"{', '.join(map(repr, TRSV_SETTINGS))}")

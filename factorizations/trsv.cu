@@ -1,0 +1,148 @@
+// Batched triangular solve: X_b = op(A_b)^{-1} B_b, one thread group per (matrix, column of B).
+// One kernel body for the three layouts (the MatA / Vec accessors of layouts.cuh) and
+// the two designs of MAGMA's batched TRSV:
+//   WINDOW == 0 (one-level blocked): the whole x sits in shared memory; each diagonal
+//     tile of W unknowns first receives the GEMV update from every unknown solved
+//     before it (left-looking), then is solved by bdf::trsv_tile.
+//   WINDOW > 0 (recursive): shared memory holds at most WINDOW unknowns, so it stays
+//     small for any n; x lives in the output vector.  Windows are solved in order
+//     like the blocked design; after window w the recursion's one pending update is
+//     applied: the 2^t windows ending at w+1 (t = trailing zeros of w+1) update the
+//     next 2^t, as the halving recursion would (left half solved, right half
+//     updated by one large GEMV).
+// The off-diagonal updates are bdf::gemv_n / bdf::gemv_t with the epilogue x_i -= r.
+#include "common.cuh"
+#include "gemv.cuh"
+#include "layouts.cuh"
+#include "trsv.cuh"
+
+// Launch flags (uniform over a launch); op(A) is bits 4..5 (bdf::Op).
+#define TRSV_LOWER 1  // the stored view is lower triangular
+#define TRSV_UNIT 2   // unit diagonal: the diagonal is never read
+#define TRSV_CHECK 4  // scan for a zero diagonal: info[b], and X = B for such a matrix (LAPACK)
+
+// Sub-warp groups pack several matrices into one block (the launcher may launch fewer
+// than this many threads when the groups' shared memory would not fit).
+__host__ __device__ constexpr int trsv_block_threads(int group) { return group > 32 ? group : 256; }
+
+// x[R0:R0+rlen] -= op(A)[R0:R0+rlen, C0:C0+clen] xc, with xc read from shared memory
+// (never through the read-only path from the vector being written) and x at xr, incr.
+// trsv_update and trsv_window are not inlined: they depend on the type and the
+// setting but not on the layout, so the three layouts' kernels share one compiled
+// copy (CI compiles every instantiation), and a call per tile costs nothing next to
+// the loads it waits for.
+template <typename T, int DIM_X, int DIM_Y>
+__device__ __noinline__ void trsv_update(bdf::ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op, int R0,
+                            int rlen, int C0, int clen, const T* xc, T* xr, long long incr, T* work) {
+  auto store = [=](int i, T r) { xr[i * incr] -= r; };
+  if (bdf::op_transposes(op))
+    bdf::gemv_t<T, DIM_X, DIM_Y>(g, clen, rlen, a + C0 + (long long)R0 * lda, lda, xc, 1,
+                                 bdf::op_conjugates(op), work, store);
+  else
+    bdf::gemv_n<T, DIM_X, DIM_Y>(g, rlen, clen, a + R0 + (long long)C0 * lda, lda, xc, 1,
+                                 bdf::op_conjugates(op), work, store);
+  g.sync();
+}
+
+// Solve the unknowns [lo, lo + len) (rows of op(A)) held in sx[0, len), all updates from
+// outside the window already applied: tiles of W in solve order, each updated by the
+// window's solved unknowns and then solved by the first W threads.
+template <typename T, int DIM_X, int DIM_Y>
+__device__ __noinline__ void trsv_window(bdf::ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op,
+                            bool forward, bool unit, int lo, int len, T* sx, T* work) {
+  constexpr int G = DIM_X * DIM_Y, W = G < 32 ? G : 32;
+  for (int done = 0; done < len; done += W) {
+    const int nb = min(W, len - done);
+    const int r0 = forward ? lo + done : lo + len - done - nb;  // first row of the tile
+    const int s0 = forward ? lo : r0 + nb;                        // solved unknowns [s0, s0 + done)
+    if (done) trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r0, nb, s0, done, sx + (s0 - lo), sx + (r0 - lo), 1,
+                                           work);
+    if (g.rank < W)
+      bdf::trsv_tile<T, W>(g.rank, nb, a + r0 + (long long)r0 * lda, lda, op, forward, unit, sx + (r0 - lo));
+    g.sync();
+  }
+}
+
+// Rows [lo, lo + len) of the unknowns at solve positions [p0, p1).
+__device__ __forceinline__ void trsv_rows(bool forward, int n, int p0, int p1, int& lo, int& len) {
+  lo = forward ? p0 : n - p1;
+  len = p1 - p0;
+}
+
+// Work item = (matrix b, right-hand side c).  xlen: the unknowns a group's shared
+// memory holds (the largest n for the blocked design, WINDOW for the recursive one).
+template <class MatA, class Vec, int DIM_X, int DIM_Y, int WINDOW>
+__global__ void __launch_bounds__(trsv_block_threads(DIM_X * DIM_Y))
+trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags,
+            long long count, int nrhs, int xlen) {
+  using T = typename MatA::value_type;
+  constexpr int G = DIM_X * DIM_Y;
+  constexpr int WORK = G > 32 ? G * bdf::GEMV_UNROLL : 0;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = blockDim.x / G;
+  const int group = threadIdx.x / G;
+  // per group: xlen unknowns, the GEMV reduction space, one int for the zero-pivot scan
+  const long long group_bytes = ((long long)(xlen + WORK) * sizeof(T) + sizeof(int) + 15) / 16 * 16;
+  T* sx = reinterpret_cast<T*>(smem + group * group_bytes);
+  T* work = sx + xlen;
+  int* flag = reinterpret_cast<int*>(work + WORK);
+
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool lower = flags & TRSV_LOWER, unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
+  const int op = (flags >> 4) & 3;
+  const bool forward = bdf::trsv_forward(lower, op);
+  const long long items = count * nrhs;
+  for (long long item = (long long)blockIdx.x * groups + group; item < items;
+       item += (long long)gridDim.x * groups) {
+    const long long b = nrhs == 1 ? item : item / nrhs;
+    const int c = int(item - b * nrhs);
+    const int n = A.rows(b);
+    const T* a = A.matrix(b);
+    const long long lda = A.ldim(b);
+    const T* bv = B.vector(b) + c * b_col;
+    T* xv = X.vector(b) + c * x_col;
+    if (check) {
+      const int zero = unit ? 0 : bdf::first_zero_diagonal(g, n, a, lda, flag);
+      if (c == 0 && g.rank == 0) info[b] = zero;
+      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
+        for (int i = g.rank; i < n; i += G) xv[i * X.inc] = bv[i * B.inc];
+        continue;  // uniform over the group
+      }
+    }
+    if (WINDOW == 0) {
+      for (int i = g.rank; i < n; i += G) sx[i] = bv[i * B.inc];
+      g.sync();
+      trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, 0, n, sx, work);
+      for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
+      g.sync();  // sx is refilled by the next item
+      continue;
+    }
+    for (int i = g.rank; i < n; i += G) xv[i * X.inc] = bv[i * B.inc];
+    g.sync();
+    const int windows = (n + WINDOW - 1) / WINDOW;
+    for (int w = 0; w < windows; ++w) {
+      int lo, len;
+      trsv_rows(forward, n, w * WINDOW, min(n, (w + 1) * WINDOW), lo, len);
+      for (int i = g.rank; i < len; i += G) sx[i] = xv[(lo + i) * X.inc];
+      g.sync();
+      trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, lo, len, sx, work);
+      for (int i = g.rank; i < len; i += G) xv[(lo + i) * X.inc] = sx[i];
+      g.sync();
+      // The recursion's update after window w: windows [w + 1 - 2^t, w + 1) -> [w + 1, w + 1 + 2^t).
+      const int span = (w + 1) & -(w + 1);
+      const int right_end = min(n, (w + 1 + span) * WINDOW);
+      if ((w + 1) * WINDOW >= right_end) continue;
+      int r_lo, r_len, c_lo, c_len;
+      trsv_rows(forward, n, (w + 1) * WINDOW, right_end, r_lo, r_len);
+      trsv_rows(forward, n, (w + 1 - span) * WINDOW, (w + 1) * WINDOW, c_lo, c_len);
+      // The solved unknowns pass through shared memory a window at a time.
+      for (int k0 = 0; k0 < c_len; k0 += WINDOW) {
+        const int kl = min(WINDOW, c_len - k0);
+        for (int i = g.rank; i < kl; i += G) sx[i] = xv[(c_lo + k0 + i) * X.inc];
+        g.sync();
+        trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r_lo, r_len, c_lo + k0, kl, sx, xv + r_lo * X.inc, X.inc,
+                                     work);
+      }
+    }
+  }
+}

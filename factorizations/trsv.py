@@ -1,0 +1,418 @@
+"""Batched triangular solves: ``trsv`` (BLAS) and ``solve_triangular`` (SciPy).
+
+Launcher and CPU backend.  The GPU kernel (``trsv.cu``) solves one
+(matrix, right-hand side) per thread group in MAGMA's one-level blocked or
+recursive design (see ``settings.py``); the CPU backend runs the same column
+sweep vectorized over the batch with NumPy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import _arrays as ar
+from .. import _launch as ln
+from .._batch import MatrixBatch
+from .._operands import matrix_operand
+from ..device_functions import build
+from ..settings import multiprocessor_count
+from .settings import TRSV_SETTINGS, TrsvSetting, check_trsv_setting, choose_trsv_setting, plan_trsv
+
+SOURCE = Path(__file__).with_name("trsv.cu")
+
+# Launch flags of trsv.cu; op(A) goes in bits 4..5.
+_LOWER, _UNIT, _CHECK = 1, 2, 4
+
+
+def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
+    mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    return (f"trsv_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
+            f"{setting.template_args()}>")
+
+
+build.register(SOURCE, [kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
+                        for dt in ar.SUPPORTED_DTYPES for s in TRSV_SETTINGS])
+
+
+def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
+    """Batched triangular solve ``op(A) @ result = x`` (BLAS xTRSV, not in place).
+
+    Parameters
+    ----------
+    A : array_like, shape (..., n, n), or a list of square 2-D arrays, or a
+        :class:`PointerBatch` / :class:`VariableBatch`
+        Only the triangle named by ``lower`` is read (and not the diagonal
+        when ``unit_diagonal``).  Any strides.
+    x : array_like
+        Right-hand sides: shape ``A.shape[:-1]`` (a batch of vectors), or
+        (..., n, k) (k columns each, batch dimensions broadcast like
+        ``numpy.matmul``), or (n,) for every matrix.  With a list ``A``: a
+        list of (n_i,) or (n_i, k) arrays, an array (count, n) or
+        (count, n, k), or one 1-D array for all.
+    lower : bool
+        A is lower (default, as BLAS callers usually hold L) or upper triangular.
+    trans : {'N', 'T', 'C'} or {0, 1, 2}
+        Solve A, A^T or A^H (case-insensitive).
+    unit_diagonal : bool
+        Assume ones on the diagonal (never read).
+    setting : TrsvSetting, optional
+        Force a kernel setting (GPU); default chosen by n.
+
+    Returns
+    -------
+    result : array of x's shape (broadcast); a list for list input.  A new
+        array: ``x`` is never modified.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad dtypes, shapes or flags, before any work.
+
+    See Also
+    --------
+    solve_triangular : the same solve with LAPACK's zero-diagonal check.
+    scipy.linalg.blas.dtrsv
+
+    Notes
+    -----
+    As in BLAS there is no singularity check: an exactly zero diagonal entry
+    gives Inf/NaN in that matrix's solution (and only there).  Never
+    synchronizes.
+    """
+    result, _ = _solve(A, x, lower, trans, unit_diagonal, False, setting, "x")
+    return result
+
+
+def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=True, setting=None):
+    """Batched ``scipy.linalg.solve_triangular``: solve op(A) X = B for every matrix.
+
+    Parameters
+    ----------
+    A : array_like, shape (..., n, n), or a list of square 2-D arrays, or a
+        :class:`PointerBatch` / :class:`VariableBatch`
+        Only the triangle named by ``lower`` is read.
+    B : array_like
+        Shape ``A.shape[:-1]`` (a batch of vectors), (..., n, k) (batch
+        dimensions broadcast like ``numpy.matmul``) or (n,); with a list
+        ``A``, as for :func:`trsv`.
+    lower : bool
+        Use the lower triangle (default False, as SciPy).
+    trans : {0, 1, 2, 'N', 'T', 'C'}
+        Solve A X = B, A^T X = B or A^H X = B.
+    unit_diagonal : bool
+        Assume ones on the diagonal (never read).
+    check : bool
+        True (default): raise for an exactly zero diagonal entry, which
+        synchronizes with the GPU.  False: return ``(X, info)`` without
+        synchronizing.
+    setting : TrsvSetting, optional
+        Force a kernel setting (GPU).
+
+    Returns
+    -------
+    X : array of B's (broadcast) shape; a list for list input.
+    info : int32 array shaped like the batch (only with ``check=False``)
+        LAPACK's xTRTRS meaning: 0, or k > 0 when A[k-1, k-1] is exactly zero
+        (the first such k); that matrix's X is then B unchanged, as LAPACK
+        leaves it.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        With ``check=True``, naming every batch index whose matrix has an
+        exactly zero diagonal entry (integers for one batch dimension, index
+        tuples for more).
+    TypeError, ValueError
+        Bad dtypes, shapes or flags, before any work.
+
+    See Also
+    --------
+    scipy.linalg.solve_triangular, trsv
+
+    Notes
+    -----
+    SciPy reads ``b`` of ndim >= 2 as (..., n, k); here ``B`` of shape
+    ``A.shape[:-1]`` is a batch of vectors (the library's rule for every
+    solver).  There is no ``check_finite``: NaN/Inf stay in their own matrix.
+    """
+    if not isinstance(check, (bool, np.bool_)):
+        raise TypeError(f"check must be a bool, got {type(check).__name__}")
+    X, info = _solve(A, B, lower, trans, unit_diagonal, True, setting, "B")
+    if not check:
+        return X, info
+    _raise_if_singular(info)
+    return X
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+def _flags(lower, unit_diagonal, trans):
+    for name, v in (("lower", lower), ("unit_diagonal", unit_diagonal)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {type(v).__name__}")
+    return bool(lower), bool(unit_diagonal), ar.parse_op(trans, "trans")
+
+
+def _rhs_shape(A_shape, B_shape, b_name):
+    """(batch, n, k, vectors): the rule of DESIGN.md for right-hand sides."""
+    n = A_shape[-1]
+    if len(B_shape) == 0:
+        raise ValueError(f"{b_name} must have shape (..., n) or (..., n, k), got shape {B_shape}")
+    vectors = len(B_shape) == 1 or tuple(B_shape) == tuple(A_shape[:-1])
+    rows = B_shape[-1] if vectors else B_shape[-2]
+    if rows != n:
+        form = "(n,) or A.shape[:-1]" if vectors else "(..., n, k)"
+        raise ValueError(f"{b_name} has shape {tuple(B_shape)} but A has shape {tuple(A_shape)}: "
+                         f"{b_name} read as {form} needs n = {n} rows")
+    b_batch = () if len(B_shape) == 1 else tuple(B_shape[:-1] if vectors else B_shape[:-2])
+    try:
+        batch = np.broadcast_shapes(tuple(A_shape[:-2]), b_batch)
+    except ValueError:
+        raise ValueError(f"batch dimensions of A {tuple(A_shape)} and {b_name} {tuple(B_shape)} "
+                         "do not broadcast") from None
+    return batch, n, (1 if vectors else B_shape[-1]), vectors
+
+
+def _solve(A, B, lower, trans, unit_diagonal, check, setting, b_name):
+    lower, unit, op = _flags(lower, unit_diagonal, trans)
+    check_trsv_setting(setting)
+    if isinstance(A, (list, tuple, MatrixBatch)):
+        return _solve_list(A, B, lower, op, unit, check, setting, b_name)
+    A, _ = ar.as_array(A, "A")
+    B, _ = ar.as_array(B, b_name)
+    xp = ar.common_backend({"A": A, b_name: B})
+    dtype = ar.result_dtype({"A": A, b_name: B})
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"A must have shape (..., n, n) (square matrices), got shape {A.shape}")
+    batch, n, k, vectors = _rhs_shape(A.shape, B.shape, b_name)
+    Bm = B[..., None] if vectors else B
+    shape = (*batch, n, k)
+    if xp is np:
+        X, info = _solve_numpy(A.astype(dtype, copy=False), np.broadcast_to(Bm, shape).astype(dtype),
+                               lower, op, unit, check)
+    else:
+        X, info = _solve_cupy(xp, A.astype(dtype, copy=False), Bm.astype(dtype, copy=False), batch, n, k,
+                              lower, op, unit, check, setting)
+    if vectors:
+        X = X[..., 0]
+    return X, (info if check else None)
+
+
+# --- CPU backend -----------------------------------------------------------------------
+
+
+def _triangle(A, lower, unit):
+    """The referenced triangle of A, the other one zero (NaN there never enters)."""
+    T = np.tril(A) if lower else np.triu(A)
+    if unit:
+        n = A.shape[-1]
+        T = T.copy()
+        T[..., np.arange(n), np.arange(n)] = 1
+    return T
+
+
+def _first_zero_diagonal(A, unit):
+    """LAPACK's info: 1-based index of the first exactly zero diagonal entry, else 0."""
+    batch = A.shape[:-2]
+    if unit or A.shape[-1] == 0:
+        return np.zeros(batch, np.int32)
+    zero = np.diagonal(A, axis1=-2, axis2=-1) == 0
+    return np.where(zero.any(axis=-1), zero.argmax(axis=-1) + 1, 0).astype(np.int32)
+
+
+def _solve_numpy(A, X, lower, op, unit, check):
+    """Column sweep over the batch: X (..., n, k), a fresh array, becomes the solution.
+
+    Each step divides one unknown by its diagonal entry and subtracts its
+    column from the unknowns still to solve (the right-looking substitution),
+    vectorized over every matrix and right-hand side at once.  With ``check``
+    a matrix with an exactly zero diagonal entry keeps X = B (LAPACK's xTRTRS).
+    """
+    n = A.shape[-1]
+    batch = X.shape[:-2]
+    info = np.array(np.broadcast_to(_first_zero_diagonal(A, unit), batch), dtype=np.int32)
+    bad = info > 0
+    kept = X[bad].copy() if check and bad.any() else None
+    M = ar.apply_op(_triangle(A, lower, unit), op, np)
+    M = np.broadcast_to(M, (*batch, n, n))
+    forward = lower != (op in ("T", "C"))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for j in (range(n) if forward else range(n - 1, -1, -1)):
+            if not unit:
+                X[..., j, :] /= M[..., j, j, None]
+            rest = slice(j + 1, n) if forward else slice(0, j)
+            X[..., rest, :] -= M[..., rest, j, None] * X[..., j, None, :]
+    if kept is not None:
+        X[bad] = kept
+    return X, info
+
+
+# --- GPU ---------------------------------------------------------------------------------
+
+
+_SMEM_LIMIT: dict[int, int] = {}
+
+
+def _smem_limit() -> int:
+    """The device's opt-in shared memory per block (227 KiB on H100), once per device."""
+    from cupy_backends.cuda.api import runtime
+
+    dev = runtime.getDevice()
+    if dev not in _SMEM_LIMIT:
+        _SMEM_LIMIT[dev] = int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, dev))
+    return _SMEM_LIMIT[dev]
+
+
+def _launch(layout, dtype, setting, n_max, count, nrhs, args):
+    plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, _smem_limit())
+    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
+    if plan.smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = plan.smem
+    kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)),
+           shared_mem=plan.smem)
+
+
+def _flag_bits(lower_view, view_op, unit, check):
+    return np.int32((_LOWER if lower_view else 0) | (_UNIT if unit else 0) | (_CHECK if check else 0)
+                    | (ar.OP_CODE[view_op] << 4))
+
+
+def _rhs_operand(xp, Bm, shape):
+    """(array, base, batch stride, row increment, column stride) of the (..., n, k) right-hand sides."""
+    batch = shape[:-2]
+    arr = Bm if tuple(Bm.shape) == tuple(shape) else xp.broadcast_to(Bm, shape)
+    strides = ar.elem_strides(arr)
+    stride = ar.batch_stride(batch, strides[:-2]) if strides is not None else None
+    if stride is None:
+        arr = xp.ascontiguousarray(arr)
+        strides = ar.elem_strides(arr)
+        stride = ar.batch_stride(batch, strides[:-2])
+    return arr, arr.data.ptr, stride, strides[-2], strides[-1]
+
+
+def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
+    shape = (*batch, n, k)
+    count = int(np.prod(batch, dtype=np.int64))
+    dtype = A.dtype
+    X = xp.empty(shape, dtype)
+    info = xp.zeros(batch, np.int32) if check else None
+    if count == 0 or n == 0:
+        return X, info
+    a = matrix_operand(A, batch, xp)
+    if k == 0:  # nothing to solve, but LAPACK still reports a zero diagonal
+        if check and not unit:
+            zero = xp.diagonal(xp.broadcast_to(A, (*batch, n, n)), axis1=-2, axis2=-1) == 0
+            info[...] = xp.where(zero.any(axis=-1), zero.argmax(axis=-1) + 1, 0)
+        return X, info
+    b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
+    view_op = a.view_op(op)
+    setting = setting or choose_trsv_setting(n, count, multiprocessor_count())
+    args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
+            ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
+            ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
+            info if check else np.uint64(0), _flag_bits(lower != a.transposed, view_op, unit, check))
+    _launch("uniform", dtype, setting, n, count, k, args)
+    del b_arr
+    return X, info
+
+
+# --- lists -------------------------------------------------------------------------------
+
+
+def _rhs_list(B, batch: MatrixBatch, b_name):
+    """(members as (n_i, k) arrays, k, vectors) for a list batch."""
+    count, ns = batch.count, [r for r, _ in batch.shapes]
+    if isinstance(B, (list, tuple)):
+        if len(B) != count:
+            raise ValueError(f"{b_name} has {len(B)} members but A has {count} matrices")
+        members = [ar.as_array(v, f"{b_name}[{i}]")[0] for i, v in enumerate(B)]
+    else:
+        arr = ar.as_array(B, b_name)[0]
+        if arr.ndim == 1:
+            members = [arr] * count
+        elif arr.ndim in (2, 3) and arr.shape[0] == count:
+            members = [arr[i] for i in range(count)]
+        else:
+            raise ValueError(f"{b_name} must be a list of {count} arrays, an array ({count}, n) or "
+                             f"({count}, n, k), or one 1-D array; got shape {arr.shape}")
+    named = {f"{b_name}[{i}]": v for i, v in enumerate(members)}
+    if count and ar.common_backend({"A[0]": batch.arrays_user[0], **named}) is not batch.xp:
+        raise ValueError(f"{b_name} must be on the same device as A")
+    ndims = {v.ndim for v in members}
+    if not ndims <= {1} and not ndims <= {2}:
+        raise ValueError(f"{b_name} mixes vectors and matrices (ndims {sorted(ndims)})")
+    vectors = ndims <= {1}
+    ks = {1 if vectors else v.shape[1] for v in members}
+    if len(ks) > 1:
+        raise ValueError(f"every member of {b_name} needs the same number of columns, got {sorted(ks)}")
+    k = ks.pop() if ks else 1
+    for i, (v, n) in enumerate(zip(members, ns)):
+        ar.check_dtype(v, f"{b_name}[{i}]")
+        if v.shape[0] != n:
+            raise ValueError(f"{b_name}[{i}] has shape {v.shape}, expected {n} rows for A[{i}] of shape "
+                             f"{batch.shapes[i]}")
+    dtype = ar.result_dtype(named) if members else batch.dtype
+    return [v if v.ndim == 2 else v[:, None] for v in members], k, vectors, dtype
+
+
+def _solve_list(A, B, lower, op, unit, check, setting, b_name):
+    batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
+    for i, (r, c) in enumerate(batch.shapes):
+        if r != c:
+            raise ValueError(f"A[{i}] must be square, got shape {(r, c)}")
+    members, k, vectors, b_dtype = _rhs_list(B, batch, b_name)
+    dtype = np.result_type(batch.dtype, b_dtype)
+    xp, count = batch.xp, batch.count
+    ns = [r for r, _ in batch.shapes]
+    if xp is np:
+        results, infos = [], []
+        for a, b in zip(batch.arrays_user, members):
+            X, info = _solve_numpy(a.astype(dtype, copy=False), b.astype(dtype, copy=True), lower, op, unit,
+                                   check)
+            results.append(X[:, 0] if vectors else X)
+            infos.append(info)
+        return results, (np.array(infos, dtype=np.int32).reshape(count) if check else None)
+
+    batch = batch.astype(dtype)
+    bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
+    offsets = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
+    flat = xp.empty(int(offsets[-1]), dtype)
+    outs = [flat[int(offsets[i]):int(offsets[i + 1])].reshape(ns[i], k) for i in range(count)]
+    info = xp.zeros(count, np.int32) if check else None
+    n_max = max(ns, default=0)
+    if count and n_max and k:
+        b_ptrs = xp.asarray(np.array([b.data.ptr for b in bs], dtype=np.int64))
+        x_ptrs = xp.asarray(np.array([x.data.ptr for x in outs], dtype=np.int64))
+        view_op = ar.FLIP[op] if batch.transposed else op
+        setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count())
+        args = (batch.struct(), ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
+                ln.pack("PointerVector", x_ptrs.data.ptr, 0, k), np.int64(1),
+                info if check else np.uint64(0),
+                _flag_bits(lower != batch.transposed, view_op, unit, check))
+        _launch(batch.layout, dtype, setting, n_max, count, k, args)
+    elif count and check and k == 0 and not unit:
+        for i, a in enumerate(batch.arrays_user):
+            zero = xp.diagonal(a) == 0
+            info[i] = xp.where(zero.any(), zero.argmax() + 1, 0) if a.shape[0] else 0
+    results = [x[:, 0] if vectors else x for x in outs]
+    return results, info
+
+
+# --- singular matrices -----------------------------------------------------------------
+
+
+def _raise_if_singular(info):
+    """LinAlgError naming every failing batch index (synchronizes for CuPy info)."""
+    host = np.asarray(info.get() if hasattr(info, "get") else info)
+    bad = np.argwhere(host > 0)
+    if not len(bad):
+        return
+    cols = [int(host[tuple(i)]) for i in bad]
+    if host.ndim == 0:
+        raise np.linalg.LinAlgError(f"singular matrix: diagonal entry {cols[0]} (1-based) is exactly zero")
+    where = [int(i[0]) for i in bad] if host.ndim == 1 else [tuple(int(v) for v in i) for i in bad]
+    raise np.linalg.LinAlgError(f"singular matrix: batch indices {where} have an exactly zero diagonal "
+                                f"entry (first at 1-based columns {cols})")
