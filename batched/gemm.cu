@@ -24,7 +24,10 @@ template <typename T> struct GemmStore {
 
 // Work item = (product b, tile ti, tile tj); op(A_b) is m x k, op(B_b) k x n,
 // out_b m x n (sizes from the accessors: A gives m and k, B gives n).
-template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K>
+// MMA: float64 products run on FP64 tensor cores (gemm_tile_mma, with the warps
+// of the group); other types, and MMA = false, run gemm_tile.
+template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K,
+          bool MMA>
 __global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y))
 gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
             typename MatA::value_type alpha, typename MatA::value_type beta, int flags,
@@ -59,7 +62,14 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
       }
       continue;
     }
-    bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(
-        g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);
+    if constexpr (MMA && bdf::is_double<T>::value) {
+      static_assert(G % 32 == 0, "tensor-core tiles need whole warps");
+      constexpr int WM = bdf::mma_warps_m(G / 32), WN = G / 32 / WM;
+      bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K>(
+          g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);
+    } else {
+      bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(
+          g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);
+    }
   }
 }

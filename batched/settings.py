@@ -88,13 +88,18 @@ STAGE_BLOCK_BYTES = 48 * 1024
 
 @dataclass(frozen=True)
 class GemmSetting:
-    """DIM_X x DIM_Y threads compute a BLK_M x BLK_N output tile in BLK_K steps."""
+    """DIM_X x DIM_Y threads compute a BLK_M x BLK_N output tile in BLK_K steps.
+
+    ``mma``: float64 products run on FP64 tensor cores (mma.sync m8n8k4; the
+    group's warps split the tile); other dtypes run the same tile on CUDA cores.
+    """
 
     dim_x: int
     dim_y: int
     blk_m: int
     blk_n: int
     blk_k: int
+    mma: bool = False
 
     @property
     def group_threads(self) -> int:
@@ -116,10 +121,12 @@ class GemmSetting:
         return self.groups_per_block * per_group * itemsize
 
     def template_args(self) -> str:
-        return f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}"
+        mma = "true" if self.mma else "false"
+        return f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}, {mma}"
 
     def __str__(self) -> str:
-        return f"gemm{self.dim_x}x{self.dim_y}_{self.blk_m}x{self.blk_n}x{self.blk_k}"
+        return f"gemm{self.dim_x}x{self.dim_y}_{self.blk_m}x{self.blk_n}x{self.blk_k}" + (
+            "mma" if self.mma else "")
 
 
 # Every setting a launcher may pick; each is a registered instantiation, so CI
@@ -147,6 +154,9 @@ GEMM_SETTINGS = (
     GemmSetting(16, 8, 16, 16, 16),
     GemmSetting(16, 16, 32, 32, 16),
     GemmSetting(16, 16, 64, 64, 16),
+    # FP64 tensor cores (forced only until bench/gemm.py --sweep has measured them).
+    GemmSetting(16, 8, 32, 32, 16, mma=True),
+    GemmSetting(16, 16, 64, 64, 16, mma=True),
 )
 
 
@@ -232,10 +242,11 @@ def choose_gemm_setting(m: int, n: int, k: int, count: int,
                         multiprocessors: int = 132) -> GemmSetting:
     """Smallest tile that covers the output (big-tile) up to 32, classic beyond."""
     size = max(m, n)
-    for s in GEMM_SETTINGS[:-1]:
+    simt = [s for s in GEMM_SETTINGS if not s.mma]
+    for s in simt[:-1]:
         if size <= s.blk_m:
             return s
-    return GEMM_SETTINGS[-1]
+    return simt[-1]
 
 
 def multiprocessor_count() -> int:

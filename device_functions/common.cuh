@@ -36,9 +36,12 @@ template <int SIZE> struct ThreadGroup {
   int rank;  // 0 .. SIZE-1
   __device__ explicit ThreadGroup(int r) : rank(r) {}
   __device__ __forceinline__ unsigned lanes() const {
-    if (SIZE >= 32) return 0xffffffffu;
-    const unsigned lane = threadIdx.x & 31u;
-    return ((1u << SIZE) - 1u) << (lane & ~unsigned(SIZE - 1));
+    if constexpr (SIZE >= 32) {
+      return 0xffffffffu;
+    } else {
+      const unsigned lane = threadIdx.x & 31u;
+      return ((1u << SIZE) - 1u) << (lane & ~unsigned(SIZE - 1));
+    }
   }
   __device__ __forceinline__ void sync() const {
     if (SIZE > 32) __syncthreads(); else __syncwarp(lanes());

@@ -88,4 +88,72 @@ __device__ void gemm_tile(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int k, int
     }
 }
 
+// The warp grid of gemm_tile_mma for a group of W warps: 2 x W/2 (1 x 1 for one warp).
+__host__ __device__ constexpr int mma_warps_m(int warps) { return warps >= 2 ? 2 : 1; }
+
+template <class T> struct is_double { static constexpr bool value = false; };
+template <> struct is_double<double> { static constexpr bool value = true; };
+
+// gemm_tile_mma: gemm_tile for T = double on FP64 tensor cores (sm_80+:
+// mma.sync m8n8k4).  The output tile is a grid of 8x8 mma tiles; the group's
+// W = G / 32 warps form a WARPS_M x WARPS_N grid over it, each warp owning
+// (BLK_M / 8 / WARPS_M) x (BLK_N / 8 / WARPS_N) mma tiles in registers.  The
+// operand tiles are staged exactly as gemm_tile stages them, so the two
+// differ only in the inner product.
+// Fragments of mma.m8n8k4.f64 (PTX ISA), with g = lane / 4, t = lane % 4:
+//   A (8x4): a = A(g, t);  B (4x8): b = B(t, g);  C (8x8): c[h] = C(g, 2t + h).
+// Threads:  a ThreadGroup<G>, G a multiple of 32 (whole warps).
+// Shared, Sync, Memory, Failure: as gemm_tile.
+template <int WARPS_M, int WARPS_N, int BLK_M, int BLK_N, int BLK_K, class Store>
+__device__ void gemm_tile_mma(ThreadGroup<32 * WARPS_M * WARPS_N> g, int m, int n, int k, int i0, int j0,
+                              const double* __restrict__ A, long long lda, int opA,
+                              const double* __restrict__ B, long long ldb, int opB,
+                              double* sA, double* sB, Store store) {
+  constexpr int G = 32 * WARPS_M * WARPS_N;
+  const int rank = g.rank;
+  constexpr int TM = BLK_M / 8 / WARPS_M, TN = BLK_N / 8 / WARPS_N;  // mma tiles per warp
+  static_assert(BLK_M % (8 * WARPS_M) == 0 && BLK_N % (8 * WARPS_N) == 0 && BLK_K % 4 == 0,
+                "the tile must split into 8x8x4 mma steps over the warps");
+  const int lane = rank % 32, warp = rank / 32;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int gq = lane / 4, tq = lane % 4;
+  double acc[TM][TN][2];
+#pragma unroll
+  for (int a = 0; a < TM; ++a)
+#pragma unroll
+    for (int b = 0; b < TN; ++b) acc[a][b][0] = acc[a][b][1] = 0.0;
+
+  for (int kk = 0; kk < k; kk += BLK_K) {
+    g.sync();  // the previous step's tiles are no longer read
+    gemm_stage<BLK_M, BLK_K, G>(rank, A, lda, opA, i0, kk, m, k, sA);
+    gemm_stage<BLK_N, BLK_K, G>(rank, B, ldb, opB ^ 1, j0, kk, n, k, sB);
+    g.sync();
+#pragma unroll
+    for (int k4 = 0; k4 < BLK_K; k4 += 4) {
+      double a[TM], b[TN];
+#pragma unroll
+      for (int ta = 0; ta < TM; ++ta) a[ta] = sA[(k4 + tq) * (BLK_M + 1) + (wm * TM + ta) * 8 + gq];
+#pragma unroll
+      for (int tb = 0; tb < TN; ++tb) b[tb] = sB[(k4 + tq) * (BLK_N + 1) + (wn * TN + tb) * 8 + gq];
+#pragma unroll
+      for (int ta = 0; ta < TM; ++ta)
+#pragma unroll
+        for (int tb = 0; tb < TN; ++tb)
+          asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+                       : "+d"(acc[ta][tb][0]), "+d"(acc[ta][tb][1])
+                       : "d"(a[ta]), "d"(b[tb]));
+    }
+  }
+  g.sync();
+#pragma unroll
+  for (int ta = 0; ta < TM; ++ta)
+#pragma unroll
+    for (int tb = 0; tb < TN; ++tb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = i0 + (wm * TM + ta) * 8 + gq, j = j0 + (wn * TN + tb) * 8 + 2 * tq + h;
+        if (i < m && j < n) store(i, j, acc[ta][tb][h]);
+      }
+}
+
 }  // namespace bdf

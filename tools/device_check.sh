@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One GPU session's checks, in the order they are needed, with logs under $OUT
+# (the device tool brings that folder back).  Steps are named on the command
+# line; each has its own time limit so one slow step cannot starve the rest.
+#
+#   bash tools/device_check.sh warm tests:gemv,gemm,plans,validation sanitize:blas bench:gemv,gemm,overhead
+#
+# warm            compile every kernel instantiation into CuPy's cache (16 processes)
+# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py
+# sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
+# bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
+# sweep:R         the same with --sweep (every setting timed)
+set -u
+OUT=${OUT:-/tmp/device_check}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-build-isolation --no-deps -e . >/dev/null 2>&1 || echo "pip install failed"
+
+step() {  # step NAME SECONDS COMMAND...: run, log, print the tail
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name rc=$?"
+  tail -4 "$OUT/$name.log"
+}
+
+for arg in "$@"; do
+  kind=${arg%%:*}
+  what=${arg#*:}
+  case $kind in
+    warm) step warm 150 python3 tools/warm_kernels.py --jobs 16 ;;
+    tests)
+      files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
+      # shellcheck disable=SC2086
+      step "tests_${what//,/_}" 300 python3 -m pytest -q -m gpu -x -p no:cacheprovider $files
+      grep -m5 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log" ;;
+    sanitize)
+      step "memcheck_${what//,/_}" 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        python3 tools/sanitize.py --quick "--only=$what"
+      step "racecheck_${what//,/_}" 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
+        python3 tools/sanitize.py --race "--only=$what" ;;
+    bench) step "bench_${what//,/_}" 300 python3 bench/run_all.py --only "$what" --results-dir "$OUT" ;;
+    sweep) step "sweep_${what//,/_}" 400 python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
+    *) echo "unknown step $arg" ;;
+  esac
+done
