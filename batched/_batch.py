@@ -207,22 +207,15 @@ class VectorList:
         return self._struct
 
 
-def allocate_vectors(lengths, dtype, xp, offsets_on_device=None) -> VectorList:
+def allocate_vectors(lengths, dtype, xp) -> VectorList:
     """New vectors for the result of a list call: the rows of a (count, k) array
-    when all lengths are equal, else slices of one buffer.  ``offsets_on_device``
-    (each vector's element offset, int64 on the device) spares uploading the
-    pointers of the slices."""
+    when all lengths are equal, else slices of one buffer."""
     dtype = np.dtype(dtype)
     if len(set(lengths)) == 1:
         return VectorList.of_rows(xp.empty((len(lengths), lengths[0]), dtype), xp)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = xp.empty(int(offsets[-1]), dtype)
-    result = VectorList([], xp, dtype)
-    result._arrays, result.count = None, len(lengths)
-    result._views = lambda: [flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))]
-    if offsets_on_device is not None and xp is not np:
-        result._device_ptrs = offsets_on_device * dtype.itemsize + flat.data.ptr
-    return result
+    return VectorList([flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))], xp, dtype)
 
 
 def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -> VectorList:
