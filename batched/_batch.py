@@ -137,20 +137,24 @@ class VariableBatch(MatrixBatch):
 class VectorList:
     """Vectors of a list batch behind one device pointer array with one increment.
 
-    Made from a list of 1-D arrays; from the rows of one 2-D array (count, k)
-    (``of_rows``), with no per-vector Python work and the device pointer array
-    computed on the device; or as new vectors packed in one buffer
-    (``allocate_vectors``).  The views in ``arrays`` are made only when asked for.
+    Made from a list of 1-D arrays, or from the rows of one 2-D array (count, k)
+    (``rows_of``, see ``of_rows``): then no per-vector Python work is done, the
+    device pointer array is computed on the device at launch, and the row views
+    in ``arrays`` are made only when asked for.
     """
 
-    def __init__(self, arrays, xp, dtype):
-        self._arrays = arrays
-        self.rows_of = None            # the 2-D array whose rows these are, if any
-        self._views = None             # makes ``arrays`` on demand when they are not a list yet
-        self._device_ptrs = None       # pointer array already on the device
+    def __init__(self, arrays, xp, dtype, rows_of=None):
+        self._arrays = arrays          # None while only rows_of is known
+        self.rows_of = rows_of
         self.xp = xp
         self.dtype = np.dtype(dtype)
         self._struct = None
+        if rows_of is not None:
+            row_stride, inc = ar.elem_strides(rows_of)
+            self.count = rows_of.shape[0]
+            self.inc = inc if rows_of.shape[1] > 1 else 1
+            self.direct = self.inc != 0 and (row_stride != 0 or self.count <= 1)
+            return
         self.count = len(arrays)
         incs = set()
         for v in arrays:
@@ -164,23 +168,14 @@ class VectorList:
     def of_rows(cls, arr, xp):
         """The rows of a 2-D array (a list of row views when its strides are not
         whole elements: then each row is handled like a list member)."""
-        st = ar.elem_strides(arr)
-        if st is None:
+        if ar.elem_strides(arr) is None:
             return cls([arr[i] for i in range(arr.shape[0])], xp, arr.dtype)
-        self = cls([], xp, arr.dtype)
-        self._arrays, self.rows_of, self.count = None, arr, arr.shape[0]
-        self._views = lambda: [arr[i] for i in range(arr.shape[0])]
-        self.inc = st[1] if arr.shape[1] > 1 else 1
-        self.direct = self.inc != 0 and (st[0] != 0 or self.count <= 1)
-        if xp is not np and self.count:
-            step = st[0] * arr.dtype.itemsize
-            self._device_ptrs = xp.arange(self.count, dtype=np.int64) * step + arr.data.ptr
-        return self
+        return cls(None, xp, arr.dtype, rows_of=arr)
 
     @property
     def arrays(self):
         if self._arrays is None:
-            self._arrays = self._views()
+            self._arrays = [self.rows_of[i] for i in range(self.count)]
         return self._arrays
 
     def pieces(self):
@@ -198,12 +193,16 @@ class VectorList:
                           self.xp, dtype)
 
     def struct(self):
+        """The PointerVector accessor (built once; the pointer array stays alive with it)."""
         if self._struct is None:
             if self.inc is None:
                 raise AssertionError("mixed increments: call astype() first")
-            if self._device_ptrs is None:
-                self._device_ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
-            self._struct = ln.pack("PointerVector", self._device_ptrs.data.ptr, 0, self.inc)
+            if self.rows_of is not None:  # row pointers computed on the device
+                step = ar.elem_strides(self.rows_of)[0] * self.dtype.itemsize
+                self._ptrs = self.xp.arange(self.count, dtype=np.int64) * step + self.rows_of.data.ptr
+            else:
+                self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
+            self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
         return self._struct
 
 

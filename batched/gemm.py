@@ -84,13 +84,9 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
     opa, opb = ar.parse_op(transa, "transa"), ar.parse_op(transb, "transb")
     if isinstance(A, (list, tuple, MatrixBatch)) or isinstance(B, (list, tuple, MatrixBatch)):
         return _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting)
-    scalars_key = plans.scalars_key(alpha, beta)
-    key = plans.signature((A, B, C, out), ("gemm", opa, opb, setting, scalars_key)) if scalars_key else None
-    plan = plans.find(key)
-    if plan is not None:
-        done = plans.replay(plan, (A, B), C, out, alpha, beta)
-        if done is not None:
-            return done
+    key, done = plans.try_replay(("gemm", opa, opb, setting), (A, B), C, out, alpha, beta)
+    if done is not None:
+        return done
 
     A, B, C, out, xp, dtype, alpha, beta = ar.blas_operands(A, B, C, out, alpha, beta, ("A", "B", "C"))
     for name, arr in (("A", A), ("B", B)):

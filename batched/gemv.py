@@ -116,13 +116,9 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     op = ar.parse_op(trans, "trans")
     if isinstance(A, (list, tuple, MatrixBatch)):
         return _gemv_list(A, x, y, alpha, beta, op, out, setting)
-    scalars_key = plans.scalars_key(alpha, beta)
-    key = plans.signature((A, x, y, out), ("gemv", op, setting, scalars_key)) if scalars_key else None
-    plan = plans.find(key)
-    if plan is not None:
-        done = plans.replay(plan, (A, x), y, out, alpha, beta)
-        if done is not None:
-            return done
+    key, done = plans.try_replay(("gemv", op, setting), (A, x), y, out, alpha, beta)
+    if done is not None:
+        return done
 
     A, x, y, out, xp, dtype, alpha, beta = ar.blas_operands(A, x, y, out, alpha, beta)
     if A.ndim < 2:

@@ -61,7 +61,8 @@ class GemvSetting:
         """The big-tile setting with the same threads (registered for every staged one)."""
         return GemvSetting(self.dim_x, self.dim_y)
 
-    def stage_bytes(self, capacity: int, itemsize: int) -> int:
+    @staticmethod
+    def stage_bytes(capacity: int, itemsize: int) -> int:
         """Shared memory of one staged group: two buffers of ``capacity`` elements."""
         return 2 * capacity * itemsize
 
@@ -162,7 +163,7 @@ GEMM_SETTINGS = (
 
 def stage_fits(capacity: int, itemsize: int) -> bool:
     """Whether a staged group's two buffers of ``capacity`` elements fit one block."""
-    return 2 * capacity * itemsize <= STAGE_BLOCK_BYTES
+    return GemvSetting.stage_bytes(capacity, itemsize) <= STAGE_BLOCK_BYTES
 
 
 def _load_gemv_table() -> dict:

@@ -99,3 +99,17 @@ def assert_unchanged(arrays, before):
 def rng_for(*key):
     """A generator seeded from the test's parameters (stable across runs)."""
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def gpu_only_setting(xp, setting):
+    """Settings pick GPU kernels; the CPU backend has one path, run once (setting None)."""
+    if xp is np and setting is not None:
+        pytest.skip("settings choose GPU kernels; the CPU backend is covered with setting=None")
+
+
+def poison_pool(xp, nbytes):
+    """Leave a NaN-filled block of ``nbytes`` in CuPy's pool (freed at once), so the
+    next result of that size starts as NaN and an unwritten element fails the
+    check.  Best effort: the pool may hand out another block."""
+    if xp is not np and nbytes:
+        xp.full(-(-nbytes // 8), np.nan, dtype=np.float64)

@@ -211,6 +211,16 @@ def gemv_cases(draw):
     return GemvCase(A, x, y, alpha, beta, trans, layouts)
 
 
+# (first, second, added) operand dtypes of a mixed-precision call (None: no added
+# operand); the result promotes like numpy.result_type.
+MIXED_DTYPES = [
+    (np.float32, np.float64, None), (np.float64, np.float32, np.float32),
+    (np.float32, np.float32, np.float64), (np.complex64, np.complex128, None),
+    (np.complex128, np.complex64, np.complex64), (np.float32, np.complex64, None),
+    (np.float64, np.complex64, np.float32),
+]
+
+
 # --- GEMM ----------------------------------------------------------------------
 
 

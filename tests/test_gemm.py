@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import batched as bt
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemm_error_ratio
-from strategies import (DTYPES, SETTINGS, arrange, gemm_cases, poisoned, random_array,
+from strategies import (DTYPES, MIXED_DTYPES, SETTINGS, arrange, gemm_cases, poisoned, random_array,
                         variable_shapes)
 
 SETTINGS_UNDER_TEST = [*bt.GEMM_SETTINGS, None]
@@ -233,12 +233,7 @@ def test_gemm_out_aliasing_inputs_gives_private_copy_result(xp, setting, dtype, 
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
-@pytest.mark.parametrize("dts", [
-    (np.float32, np.float64, None), (np.float64, np.float32, np.float32),
-    (np.float32, np.float32, np.float64), (np.complex64, np.complex128, None),
-    (np.complex128, np.complex64, np.complex64), (np.float32, np.complex64, None),
-    (np.float64, np.complex64, np.float32),
-], ids=str)
+@pytest.mark.parametrize("dts", MIXED_DTYPES, ids=str)
 def test_gemm_mixed_precision_promotes(xp, setting, dts):
     rng = rng_for("mixed", str(dts))
     A = random_array(rng, (2, 19, 10), dts[0])

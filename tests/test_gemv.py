@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import batched as bt
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemv_error_ratio
-from strategies import (DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
+from strategies import (DTYPES, MIXED_DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
 
 SETTINGS_UNDER_TEST = [*bt.GEMV_SETTINGS, None]
 THRESHOLD = 30
@@ -177,12 +177,7 @@ def test_gemv_y_broadcasts_to_result(xp, setting, y_shape):
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
-@pytest.mark.parametrize("dts", [
-    (np.float32, np.float64, None), (np.float64, np.float32, np.float32),
-    (np.float32, np.float32, np.float64), (np.complex64, np.complex128, None),
-    (np.complex128, np.complex64, np.complex64), (np.float32, np.complex64, None),
-    (np.float64, np.complex64, np.float32),
-], ids=str)
+@pytest.mark.parametrize("dts", MIXED_DTYPES, ids=str)
 def test_gemv_mixed_precision_promotes(xp, setting, dts):
     rng = rng_for("mixed", str(dts))
     A = random_array(rng, (3, 19, 10), dts[0])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import batched as bt
 from batched.factorizations.settings import (TRSV_SETTINGS, TrsvSetting, choose_trsv_setting,
                                              plan_trsv)
-from conftest import assert_unchanged, rng_for, snapshot, to_np, to_xp
+from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from residuals import trsv_backward_error
 from strategies import (DTYPES, SETTINGS, TRSV_EDGES, arrange, random_array, triangular,
                         trsv_cases)
@@ -28,20 +28,6 @@ THRESHOLD = 30
 SETTINGS_UNDER_TEST = [*TRSV_SETTINGS, None]
 # The recursive design's window (256) and the chooser's switch-overs, both sides.
 GPU_EDGES = (127, 128, 129, 255, 256, 257, 511, 512, 513, 600)
-
-
-def gpu_only_setting(xp, setting):
-    """Settings pick GPU kernels; the CPU backend has one path, run once (setting None)."""
-    if xp is np and setting is not None:
-        pytest.skip("settings choose GPU kernels; the CPU backend is covered with setting=None")
-
-
-def poison_pool(xp, nbytes):
-    """Leave a NaN-filled block of ``nbytes`` in CuPy's pool, so the next result of
-    that size starts as NaN and an unwritten element fails the residual."""
-    if xp is not np and nbytes:
-        block = xp.full(-(-nbytes // 8), np.nan, dtype=np.float64)
-        del block
 
 
 def ratio(X, case):

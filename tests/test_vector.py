@@ -15,22 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import batched as bt
-from conftest import assert_unchanged, rng_for, snapshot, to_np, to_xp
+from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
 SETTINGS_UNDER_TEST = [*bt.VECTOR_SETTINGS, None]
 LENGTHS = (0, 1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 255, 257, 1000)
-
-
-def gpu_only_setting(xp, setting):
-    if xp is np and setting is not None:
-        pytest.skip("settings choose GPU kernels; the CPU backend is covered with setting=None")
-
-
-def poison_pool(xp, nbytes):
-    if xp is not np and nbytes:
-        block = xp.full(-(-nbytes // 8), np.nan, dtype=np.float64)
-        del block
 
 
 def wide(a):
