@@ -18,6 +18,7 @@ from .._batch import MatrixBatch
 from .._operands import matrix_operand
 from ..device_functions import build
 from ..settings import multiprocessor_count
+from . import _solvers as sv
 from .settings import TRSV_SETTINGS, TrsvSetting, check_trsv_setting, choose_trsv_setting, plan_trsv
 
 SOURCE = Path(__file__).with_name("trsv.cu")
@@ -137,12 +138,11 @@ def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=T
     ``A.shape[:-1]`` is a batch of vectors (the library's rule for every
     solver).  There is no ``check_finite``: NaN/Inf stay in their own matrix.
     """
-    if not isinstance(check, (bool, np.bool_)):
-        raise TypeError(f"check must be a bool, got {type(check).__name__}")
+    check = sv.check_bool(check, "check")
     X, info = _solve(A, B, lower, trans, unit_diagonal, True, setting, "B")
     if not check:
         return X, info
-    _raise_if_singular(info)
+    sv.raise_if_failed(info, sv.SINGULAR)
     return X
 
 
@@ -150,30 +150,7 @@ def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=T
 
 
 def _flags(lower, unit_diagonal, trans):
-    for name, v in (("lower", lower), ("unit_diagonal", unit_diagonal)):
-        if not isinstance(v, (bool, np.bool_)):
-            raise TypeError(f"{name} must be a bool, got {type(v).__name__}")
-    return bool(lower), bool(unit_diagonal), ar.parse_op(trans, "trans")
-
-
-def _rhs_shape(A_shape, B_shape, b_name):
-    """(batch, n, k, vectors): the rule of DESIGN.md for right-hand sides."""
-    n = A_shape[-1]
-    if len(B_shape) == 0:
-        raise ValueError(f"{b_name} must have shape (..., n) or (..., n, k), got shape {B_shape}")
-    vectors = len(B_shape) == 1 or tuple(B_shape) == tuple(A_shape[:-1])
-    rows = B_shape[-1] if vectors else B_shape[-2]
-    if rows != n:
-        form = "(n,) or A.shape[:-1]" if vectors else "(..., n, k)"
-        raise ValueError(f"{b_name} has shape {tuple(B_shape)} but A has shape {tuple(A_shape)}: "
-                         f"{b_name} read as {form} needs n = {n} rows")
-    b_batch = () if len(B_shape) == 1 else tuple(B_shape[:-1] if vectors else B_shape[:-2])
-    try:
-        batch = np.broadcast_shapes(tuple(A_shape[:-2]), b_batch)
-    except ValueError:
-        raise ValueError(f"batch dimensions of A {tuple(A_shape)} and {b_name} {tuple(B_shape)} "
-                         "do not broadcast") from None
-    return batch, n, (1 if vectors else B_shape[-1]), vectors
+    return sv.check_bool(lower, "lower"), sv.check_bool(unit_diagonal, "unit_diagonal"), ar.parse_op(trans, "trans")
 
 
 def _solve(A, B, lower, trans, unit_diagonal, check, setting, b_name):
@@ -187,7 +164,7 @@ def _solve(A, B, lower, trans, unit_diagonal, check, setting, b_name):
     dtype = ar.result_dtype({"A": A, b_name: B})
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"A must have shape (..., n, n) (square matrices), got shape {A.shape}")
-    batch, n, k, vectors = _rhs_shape(A.shape, B.shape, b_name)
+    batch, n, k, vectors = sv.rhs_shape(A.shape, B.shape, b_name)
     Bm = B[..., None] if vectors else B
     shape = (*batch, n, k)
     if xp is np:
@@ -253,21 +230,8 @@ def _solve_numpy(A, X, lower, op, unit, check):
 # --- GPU ---------------------------------------------------------------------------------
 
 
-_SMEM_LIMIT: dict[int, int] = {}
-
-
-def _smem_limit() -> int:
-    """The device's opt-in shared memory per block (227 KiB on H100), once per device."""
-    from cupy_backends.cuda.api import runtime
-
-    dev = runtime.getDevice()
-    if dev not in _SMEM_LIMIT:
-        _SMEM_LIMIT[dev] = int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, dev))
-    return _SMEM_LIMIT[dev]
-
-
 def _launch(layout, dtype, setting, n_max, count, nrhs, args):
-    plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, _smem_limit())
+    plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, sv.smem_limit())
     kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
@@ -322,48 +286,12 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
 # --- lists -------------------------------------------------------------------------------
 
 
-def _rhs_list(B, batch: MatrixBatch, b_name):
-    """(members as (n_i, k) arrays, k, vectors) for a list batch."""
-    count, ns = batch.count, [r for r, _ in batch.shapes]
-    if isinstance(B, (list, tuple)):
-        if len(B) != count:
-            raise ValueError(f"{b_name} has {len(B)} members but A has {count} matrices")
-        members = [ar.as_array(v, f"{b_name}[{i}]")[0] for i, v in enumerate(B)]
-    else:
-        arr = ar.as_array(B, b_name)[0]
-        if arr.ndim == 1:
-            members = [arr] * count
-        elif arr.ndim in (2, 3) and arr.shape[0] == count:
-            members = [arr[i] for i in range(count)]
-        else:
-            raise ValueError(f"{b_name} must be a list of {count} arrays, an array ({count}, n) or "
-                             f"({count}, n, k), or one 1-D array; got shape {arr.shape}")
-    named = {f"{b_name}[{i}]": v for i, v in enumerate(members)}
-    if count and ar.common_backend({"A[0]": batch.arrays_user[0], **named}) is not batch.xp:
-        raise ValueError(f"{b_name} must be on the same device as A")
-    ndims = {v.ndim for v in members}
-    if not ndims <= {1} and not ndims <= {2}:
-        raise ValueError(f"{b_name} mixes vectors and matrices (ndims {sorted(ndims)})")
-    vectors = ndims <= {1}
-    ks = {1 if vectors else v.shape[1] for v in members}
-    if len(ks) > 1:
-        raise ValueError(f"every member of {b_name} needs the same number of columns, got {sorted(ks)}")
-    k = ks.pop() if ks else 1
-    for i, (v, n) in enumerate(zip(members, ns)):
-        ar.check_dtype(v, f"{b_name}[{i}]")
-        if v.shape[0] != n:
-            raise ValueError(f"{b_name}[{i}] has shape {v.shape}, expected {n} rows for A[{i}] of shape "
-                             f"{batch.shapes[i]}")
-    dtype = ar.result_dtype(named) if members else batch.dtype
-    return [v if v.ndim == 2 else v[:, None] for v in members], k, vectors, dtype
-
-
 def _solve_list(A, B, lower, op, unit, check, setting, b_name):
     batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
     for i, (r, c) in enumerate(batch.shapes):
         if r != c:
             raise ValueError(f"A[{i}] must be square, got shape {(r, c)}")
-    members, k, vectors, b_dtype = _rhs_list(B, batch, b_name)
+    members, k, vectors, b_dtype = sv.rhs_list(B, batch, b_name)
     dtype = np.result_type(batch.dtype, b_dtype)
     xp, count = batch.xp, batch.count
     ns = [r for r, _ in batch.shapes]
@@ -399,20 +327,3 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
             info[i] = xp.where(zero.any(), zero.argmax() + 1, 0) if a.shape[0] else 0
     results = [x[:, 0] if vectors else x for x in outs]
     return results, info
-
-
-# --- singular matrices -----------------------------------------------------------------
-
-
-def _raise_if_singular(info):
-    """LinAlgError naming every failing batch index (synchronizes for CuPy info)."""
-    host = np.asarray(info.get() if hasattr(info, "get") else info)
-    bad = np.argwhere(host > 0)
-    if not len(bad):
-        return
-    cols = [int(host[tuple(i)]) for i in bad]
-    if host.ndim == 0:
-        raise np.linalg.LinAlgError(f"singular matrix: diagonal entry {cols[0]} (1-based) is exactly zero")
-    where = [int(i[0]) for i in bad] if host.ndim == 1 else [tuple(int(v) for v in i) for i in bad]
-    raise np.linalg.LinAlgError(f"singular matrix: batch indices {where} have an exactly zero diagonal "
-                                f"entry (first at 1-based columns {cols})")
