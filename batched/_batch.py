@@ -19,6 +19,13 @@ def _device_int64(xp, values):
     return xp.asarray(np.asarray(values, dtype=np.int64))
 
 
+def row_pointers(arr, xp):
+    """Device pointers of arr[0], arr[1], ... computed on the device (no per-row
+    Python work); arr's first stride must be whole elements."""
+    step = ar.elem_strides(arr)[0] * arr.dtype.itemsize
+    return xp.arange(arr.shape[0], dtype=np.int64) * step + arr.data.ptr
+
+
 class MatrixBatch:
     """Matrices of one dtype on one device, each read as a column-major view."""
 
@@ -197,9 +204,8 @@ class VectorList:
         if self._struct is None:
             if self.inc is None:
                 raise AssertionError("mixed increments: call astype() first")
-            if self.rows_of is not None:  # row pointers computed on the device
-                step = ar.elem_strides(self.rows_of)[0] * self.dtype.itemsize
-                self._ptrs = self.xp.arange(self.count, dtype=np.int64) * step + self.rows_of.data.ptr
+            if self.rows_of is not None:
+                self._ptrs = row_pointers(self.rows_of, self.xp)
             else:
                 self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
             self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)

@@ -87,6 +87,24 @@ def rhs_list(B, batch: MatrixBatch, b_name):
     return [v if v.ndim == 2 else v[:, None] for v in members], k, vectors, dtype
 
 
+def rhs_rows(B, batch: MatrixBatch, b_name):
+    """``B`` given as ONE array (count, n) or (count, n, k) for a list batch whose
+    matrices all have n rows: ``(array viewed as (count, n, k), k, vectors)``,
+    checked as a whole, with no per-member Python work.  None for every other
+    form of ``B`` (then :func:`rhs_list` validates and reports)."""
+    if isinstance(B, (list, tuple)) or not batch.count:
+        return None
+    arr = ar.as_array(B, b_name)[0]
+    rows = {r for r, _ in batch.shapes}
+    if arr.ndim not in (2, 3) or arr.shape[0] != batch.count or rows != {arr.shape[1]}:
+        return None
+    if ar.common_backend({"A[0]": batch.arrays_user[0], b_name: arr}) is not batch.xp:
+        raise ValueError(f"{b_name} must be on the same device as A")
+    ar.check_dtype(arr, b_name)
+    vectors = arr.ndim == 2
+    return (arr[..., None] if vectors else arr), (1 if vectors else arr.shape[2]), vectors
+
+
 @dataclass(frozen=True)
 class Failure:
     """How a solver words LAPACK's info > 0: ``what`` (the error's opening) and

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _arrays as ar
 from .. import _launch as ln
-from .._batch import MatrixBatch
+from .._batch import MatrixBatch, row_pointers
 from .._operands import matrix_operand
 from ..device_functions import build
 from ..settings import multiprocessor_count
@@ -63,7 +63,8 @@ def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
 
     Returns
     -------
-    result : array of x's shape (broadcast); a list for list input.  A new
+    result : array of x's shape (broadcast); for list input a list, or one
+        array when x is one (count, n[, k]) array (matrices of one size).  A new
         array: ``x`` is never modified.
 
     Raises
@@ -113,7 +114,8 @@ def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=T
 
     Returns
     -------
-    X : array of B's (broadcast) shape; a list for list input.
+    X : array of B's (broadcast) shape; for list input a list, or one array
+        when B is one (count, n[, k]) array (matrices of one size).
     info : int32 array shaped like the batch (only with ``check=False``)
         LAPACK's xTRTRS meaning: 0, or k > 0 when A[k-1, k-1] is exactly zero
         (the first such k); that matrix's X is then B unchanged, as LAPACK
@@ -287,15 +289,26 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
 
 
 def _solve_list(A, B, lower, op, unit, check, setting, b_name):
+    """A list batch.  B as one (count, n[, k]) array gives one array back (no
+    per-member work on either backend); any other B gives a list."""
     batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
     for i, (r, c) in enumerate(batch.shapes):
         if r != c:
             raise ValueError(f"A[{i}] must be square, got shape {(r, c)}")
-    members, k, vectors, b_dtype = sv.rhs_list(B, batch, b_name)
+    rows = sv.rhs_rows(B, batch, b_name)
+    if rows is not None:
+        whole, k, vectors = rows
+        members, b_dtype = None, whole.dtype
+    else:
+        members, k, vectors, b_dtype = sv.rhs_list(B, batch, b_name)
     dtype = np.result_type(batch.dtype, b_dtype)
     xp, count = batch.xp, batch.count
     ns = [r for r, _ in batch.shapes]
     if xp is np:
+        if members is None:  # equal n: one vectorized solve over the stacked matrices
+            A_all = np.stack(batch.arrays_user).astype(dtype, copy=False)
+            X, info = _solve_numpy(A_all, whole.astype(dtype, copy=True), lower, op, unit, check)
+            return (X[..., 0] if vectors else X), (info if check else None)
         results, infos = [], []
         for a, b in zip(batch.arrays_user, members):
             X, info = _solve_numpy(a.astype(dtype, copy=False), b.astype(dtype, copy=True), lower, op, unit,
@@ -305,15 +318,20 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
         return results, (np.array(infos, dtype=np.int32).reshape(count) if check else None)
 
     batch = batch.astype(dtype)
-    bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
-    offsets = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
-    flat = xp.empty(int(offsets[-1]), dtype)
-    outs = [flat[int(offsets[i]):int(offsets[i + 1])].reshape(ns[i], k) for i in range(count)]
+    if members is None:
+        b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
+        out = xp.empty(b_all.shape, dtype)
+        b_ptrs, x_ptrs = row_pointers(b_all, xp), row_pointers(out, xp)
+    else:
+        bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
+        offsets = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
+        flat = xp.empty(int(offsets[-1]), dtype)
+        out = [flat[int(offsets[i]):int(offsets[i + 1])].reshape(ns[i], k) for i in range(count)]
+        b_ptrs = xp.asarray(np.array([b.data.ptr for b in bs], dtype=np.int64))
+        x_ptrs = xp.asarray(np.array([x.data.ptr for x in out], dtype=np.int64))
     info = xp.zeros(count, np.int32) if check else None
     n_max = max(ns, default=0)
     if count and n_max and k:
-        b_ptrs = xp.asarray(np.array([b.data.ptr for b in bs], dtype=np.int64))
-        x_ptrs = xp.asarray(np.array([x.data.ptr for x in outs], dtype=np.int64))
         view_op = ar.FLIP[op] if batch.transposed else op
         setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count())
         args = (batch.struct(), ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
@@ -325,5 +343,6 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
         for i, a in enumerate(batch.arrays_user):
             zero = xp.diagonal(a) == 0
             info[i] = xp.where(zero.any(), zero.argmax() + 1, 0) if a.shape[0] else 0
-    results = [x[:, 0] if vectors else x for x in outs]
-    return results, info
+    if members is None:
+        return (out[..., 0] if vectors else out), info
+    return [x[:, 0] if vectors else x for x in out], info

@@ -316,8 +316,16 @@ def test_list_forms_and_reuse(xp, setting):
     for b_arg, bs in ((to_xp(xp, X), list(X)), (to_xp(xp, X[0]), [X[0]] * 4), (to_xp(xp, list(X)), list(X))):
         for call in range(2):   # the prepared batch serves repeated calls
             got = bt.trsv(batch, b_arg, setting=setting)
+            # one array in, one array out; a list or a broadcast vector gives a list
+            assert isinstance(got, list) != (b_arg is not None and getattr(b_arg, "ndim", 1) == 2)
             for a, b, x in zip(As, bs, got):
                 assert trsv_backward_error(to_np(x)[:, None], a, b[:, None], True, "N", False) <= THRESHOLD
+    # (count, n, k) as one array: one array back, and info for each member
+    Bk = random_array(rng, (4, 12, 3), np.float64)
+    Xk, info = bt.solve_triangular(batch, to_xp(xp, Bk), lower=True, check=False, setting=setting)
+    assert isinstance(Xk, xp.ndarray) and Xk.shape == (4, 12, 3) and to_np(info).tolist() == [0] * 4
+    for a, b, x in zip(As, Bk, to_np(Xk)):
+        assert trsv_backward_error(x, a, b, True, "N", False) <= THRESHOLD
     assert bt.solve_triangular([], []) == []
     # a zero diagonal in member 2 of a list
     As[2][5, 5] = 0
