@@ -12,6 +12,9 @@ GemvSetting, GemmSetting   kernel settings, for ``setting=``
 kblas                 GEMV/SYMV/HEMV on one large matrix (kblas.gemv, kblas.symv, kblas.hemv)
 trsv, solve_triangular     batched triangular solves (BLAS / SciPy semantics); TrsvSetting
 nrm2, asum, iamax, dot, dotc, scal, axpy   batched BLAS-1 over the last axis; VectorSetting
+cholesky, cho_factor, cho_solve   Cholesky (NumPy / SciPy semantics, stacked)
+potrf, potrs, posv    LAPACK's Cholesky factor, solve and factor-and-solve (one launch for n <= 32);
+                      CholeskySetting
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -23,6 +26,8 @@ from . import kblas  # noqa: E402  (after gemv: its CPU backend reuses batched.g
 from .vector import VECTOR_SETTINGS, VectorSetting, asum, axpy, dot, dotc, iamax, nrm2, scal
 from .factorizations.settings import TRSV_SETTINGS, TrsvSetting
 from .factorizations.trsv import solve_triangular, trsv
+from .factorizations.cholesky_settings import CHOLESKY_SETTINGS, CholeskySetting
+from .factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 
 __version__ = "0.1.0"
 
@@ -30,4 +35,6 @@ __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "Poin
            "SUPPORTED_DTYPES", "VariableBatch", "gemm", "gemv", "gpu_available",
            "TRSV_SETTINGS", "TrsvSetting", "solve_triangular", "trsv",
            "VECTOR_SETTINGS", "VectorSetting", "asum", "axpy", "dot", "dotc", "iamax", "kblas", "nrm2",
-           "scal"]
+           "scal",
+           "CHOLESKY_SETTINGS", "CholeskySetting", "cho_factor", "cho_solve", "cholesky", "posv", "potrf",
+           "potrs"]

@@ -1,0 +1,219 @@
+// Batched Cholesky factorization (POTRF) and fused factor-and-solve (POSV).
+//
+// Every kernel reads the input A and writes the output C (the same matrices when the
+// caller overwrites A: flag POTRF_INPLACE), one kernel body for the three layouts
+// (the Mat / Vec accessors of layouts.cuh).  Matrices are column-major views; the
+// named triangle of the view is presented to the algorithm as the lower triangle of
+// a logical matrix L (`Triangle` below): for a lower view L(i, j) = X(i, j), for an
+// upper view L(i, j) = conj(X(j, i)), so one lower algorithm serves A = L L^H and
+// A = U^H U, and a row-major user matrix (the transpose of its view) needs no copy.
+//
+// Two designs (factorizations/cholesky_settings.py):
+//   potrf_fused_kernel: one thread group per matrix; the named triangle in shared
+//     memory (n x n, ld n), bdf::potrf_lower_columns, then (POSV, n <= 32) both
+//     triangular solves of each right-hand side in shared memory by bdf::trsv_tile.
+//   potrf_blocked_kernel: one block per matrix, the matrix in global memory (C),
+//     right-looking over panels of POTRF_NB columns: diagonal block factored in shared
+//     memory, rows below it solved against it (one warp per row, bdf::trsv_tile), the
+//     trailing lower triangle updated by bdf::gemm_tile tiles (tiles above the diagonal
+//     skipped, the diagonal tiles store their lower part only).
+#include "common.cuh"
+#include "gemm.cuh"
+#include "gemv.cuh"
+#include "layouts.cuh"
+#include "potrf.cuh"
+#include "trsv.cuh"
+#include "vector.cuh"
+
+// Launch flags (uniform over a launch).
+#define POTRF_LOWER 1       // the named triangle is the lower triangle of the stored view
+#define POTRF_INPLACE 2     // C is A: nothing to copy
+#define POTRF_ZERO_OTHER 4  // write zeros into C's other triangle (else: copy A's, LAPACK leaves it)
+
+#define POTRF_NB 32             // blocked panel width: one warp's trsv_tile
+#define POTRF_GEMM_BLK 32       // trailing-update tile (BLK_M = BLK_N)
+#define POTRF_GEMM_BLK_K 16
+
+// Sub-warp groups pack several matrices into one block (the launcher may launch fewer
+// than this many threads when the groups' shared memory would not fit).
+__host__ __device__ constexpr int potrf_block_threads(int group) { return group > 32 ? group : 256; }
+
+// The named triangle of a stored view as the lower triangle of the logical L (i >= j).
+template <typename T> struct Triangle {
+  T* x;
+  long long ld;
+  bool lower;
+  __device__ long long at(int i, int j) const { return lower ? i + j * ld : j + i * ld; }
+  __device__ T get(int i, int j) const { return bdf::conj_if(x[at(i, j)], !lower); }
+  __device__ void set(int i, int j, T v) const { x[at(i, j)] = bdf::conj_if(v, !lower); }
+};
+
+// Stored element (r, s) of an n x n view: in the named triangle?
+__device__ __forceinline__ bool potrf_named(bool lower, int r, int s) { return lower ? r >= s : r <= s; }
+
+// C's other triangle: zeros, or A's values (unless C is A).  Stored coordinates, so
+// consecutive threads touch consecutive addresses.
+template <typename T, int G>
+__device__ void potrf_other_triangle(bdf::ThreadGroup<G> g, int n, const T* a, long long lda, T* c,
+                                     long long ldc, int flags) {
+  const bool lower = flags & POTRF_LOWER, zero = flags & POTRF_ZERO_OTHER;
+  if (!zero && (flags & POTRF_INPLACE)) return;
+  for (int e = g.rank; e < n * n; e += G) {
+    const int s = e / n, r = e - s * n;
+    if (!potrf_named(lower, r, s)) c[r + s * ldc] = zero ? T(0) : a[r + s * lda];
+  }
+}
+
+// One group per matrix.  S: the logical L (n x n, ld n) of the group's matrix; y: one
+// right-hand side during the solves.  nrhs > 0 (POSV) only when n_max <= min(G, 32):
+// each solve is one trsv_tile by the group's first warp (the launcher checks).
+// info[b]: 0 or the failing 1-based column; a failing matrix's right-hand sides are
+// copied unchanged to X (LAPACK's xPOSV does not solve them).  SOLVE = false (POTRF)
+// leaves the solve out of the instantiation: trsv_tile's row of registers would
+// otherwise limit the factorization's occupancy too.
+template <class Mat, class Vec, int DIM_X, int DIM_Y, bool SOLVE>
+__global__ void __launch_bounds__(potrf_block_threads(DIM_X * DIM_Y))
+potrf_fused_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info,
+                   int flags, long long count, int n_max) {
+  using T = typename Mat::value_type;
+  constexpr int G = DIM_X * DIM_Y, W = G < 32 ? G : 32;
+  constexpr int WORK = G > 32 ? G * bdf::GEMV_UNROLL : 0;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = blockDim.x / G;
+  const int group = threadIdx.x / G;
+  // per group: the matrix, the GEMV reduction space, one right-hand side (POSV)
+  const long long group_bytes =
+      ((long long)(n_max * n_max + WORK + (nrhs ? n_max : 0)) * sizeof(T) + 15) / 16 * 16;
+  T* S = reinterpret_cast<T*>(smem + group * group_bytes);
+  T* work = S + (long long)n_max * n_max;
+  T* y = work + WORK;
+
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool lower = flags & POTRF_LOWER;
+  for (long long b = (long long)blockIdx.x * groups + group; b < count; b += (long long)gridDim.x * groups) {
+    const int n = A.rows(b);
+    const T* a = A.matrix(b);
+    T* c = C.matrix(b);
+    const long long lda = A.ldim(b), ldc = C.ldim(b);
+    // Load: S(i, j) = L(i, j) for the named triangle only (the other one may hold NaN).
+    for (int e = g.rank; e < n * n; e += G) {
+      const int s = e / n, r = e - s * n;
+      if (potrf_named(lower, r, s)) S[lower ? e : s + r * n] = bdf::conj_if(a[r + s * lda], !lower);
+    }
+    potrf_other_triangle<T, G>(g, n, a, lda, c, ldc, flags);
+    g.sync();  // S complete
+    const int fail = bdf::potrf_lower_columns<T, DIM_X, DIM_Y>(g, n, S, n, work);  // ends after a barrier
+    for (int e = g.rank; e < n * n; e += G) {
+      const int s = e / n, r = e - s * n;
+      if (potrf_named(lower, r, s)) c[r + s * ldc] = bdf::conj_if(S[lower ? e : s + r * n], !lower);
+    }
+    if (g.rank == 0) info[b] = fail;
+    for (int k = 0; SOLVE && k < nrhs; ++k) {  // L y = b, then L^H x = y
+      const T* bv = B.vector(b) + k * b_col;
+      T* xv = X.vector(b) + k * x_col;
+      if (fail) {  // uniform over the group
+        for (int i = g.rank; i < n; i += G) xv[i * X.inc] = bv[i * B.inc];
+        continue;
+      }
+      for (int i = g.rank; i < n; i += G) y[i] = bv[i * B.inc];
+      g.sync();  // y complete (its writers may be other warps of the group)
+      if (g.rank < W) {
+        bdf::trsv_tile<T, W>(g.rank, n, S, n, bdf::OP_N, true, false, y);
+        bdf::trsv_tile<T, W>(g.rank, n, S, n, bdf::OP_C, false, false, y);
+      }
+      g.sync();  // y solved
+      for (int i = g.rank; i < n; i += G) xv[i * X.inc] = y[i];
+      g.sync();  // y is refilled by the next right-hand side
+    }
+    g.sync();  // S (read by the write-back and the solves) is refilled by the next matrix
+  }
+}
+
+// One block of G = DIM_X * DIM_Y threads (whole warps, G > 32) per matrix.
+// Shared: the diagonal block (POTRF_NB^2), gemv_n's work, gemm_tile's two staging
+// tiles, one POTRF_NB vector per warp for the panel solves.
+// Who writes what: C is written by the block in phases separated by __syncthreads
+// (copy -> per panel: diagonal block, panel rows, trailing tiles); within a phase
+// every element of C has one writer.  gemm_tile stages its operands (the panel, final
+// for this step) through its own barriers and only the epilogue writes C.
+template <class Mat, int DIM_X, int DIM_Y>
+__global__ void __launch_bounds__(DIM_X * DIM_Y)
+potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
+  using T = typename Mat::value_type;
+  constexpr int G = DIM_X * DIM_Y, NB = POTRF_NB, WARPS = G / 32;
+  constexpr int BLK = POTRF_GEMM_BLK, BLK_K = POTRF_GEMM_BLK_K, GEMM_X = 16, GEMM_Y = G / GEMM_X;
+  static_assert(G > 32 && G % 32 == 0, "the blocked design runs whole warps, more than one");
+  static_assert(BLK % GEMM_X == 0 && BLK % GEMM_Y == 0, "gemm tile must split over the group");
+  constexpr int WORK = G * bdf::GEMV_UNROLL;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sD = reinterpret_cast<T*>(smem);
+  T* work = sD + NB * NB;
+  T* sA = work + WORK;
+  T* sB = sA + bdf::gemm_smem_a<BLK, BLK_K>();
+  T* ys = sB + bdf::gemm_smem_b<BLK, BLK_K>();
+
+  const bdf::ThreadGroup<G> g(threadIdx.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool lower = flags & POTRF_LOWER;
+  T* y = ys + warp * NB;
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    const int n = A.rows(b);
+    const T* a = A.matrix(b);
+    T* c = C.matrix(b);
+    const long long lda = A.ldim(b), ldc = C.ldim(b);
+    const Triangle<T> L{c, ldc, lower};
+    if (!(flags & POTRF_INPLACE)) {  // C's named triangle = A's
+      for (int e = g.rank; e < n * n; e += G) {
+        const int s = e / n, r = e - s * n;
+        if (potrf_named(lower, r, s)) c[r + s * ldc] = a[r + s * lda];
+      }
+    }
+    potrf_other_triangle<T, G>(g, n, a, lda, c, ldc, flags);
+    g.sync();  // C holds the matrix
+    int fail = 0;
+    for (int k = 0; k < n; k += NB) {
+      const int nb = min(NB, n - k);
+      for (int e = g.rank; e < nb * nb; e += G) {
+        const int j = e / nb, i = e - j * nb;
+        if (i >= j) sD[i + j * NB] = L.get(k + i, k + j);
+      }
+      g.sync();  // sD complete
+      fail = bdf::potrf_lower_columns<T, DIM_X, DIM_Y>(g, nb, sD, NB, work);  // ends after a barrier
+      for (int e = g.rank; e < nb * nb; e += G) {
+        const int j = e / nb, i = e - j * nb;
+        if (i >= j) L.set(k + i, k + j, sD[i + j * NB]);
+      }
+      if (fail) {  // uniform; LAPACK's blocked xPOTRF also leaves the trailing matrix part-updated
+        fail += k;
+        break;
+      }
+      // Rows below the diagonal block: x conj(L_D)^T ... i.e. x L_D^H = p, solved as
+      // conj(L_D) x^T = p^T (op R on the lower L_D), one warp per row.
+      const int m2 = n - k - nb;
+      for (int r = warp; r < m2; r += WARPS) {
+        if (lane < nb) y[lane] = L.get(k + nb + r, k + lane);
+        bdf::trsv_tile<T, 32>(lane, nb, sD, NB, bdf::OP_R, true, false, y);  // syncwarps on entry and exit
+        if (lane < nb) L.set(k + nb + r, k + lane, y[lane]);
+      }
+      g.sync();  // the panel is final in C
+      if (m2 > 0) {
+        // L22 -= L21 L21^H on the lower tiles.  Stored operands: for a lower view L21 is
+        // the block below the diagonal block (op N, and op C for the right factor); for an
+        // upper view it is the conjugate transpose of the block to the right of it.
+        const T* p = lower ? c + (k + nb) + k * ldc : c + k + (long long)(k + nb) * ldc;
+        const int op_l = lower ? bdf::OP_N : bdf::OP_C, op_r = lower ? bdf::OP_C : bdf::OP_N;
+        const int base = k + nb;
+        auto store = [=](int i, int j, T r) {
+          if (i >= j) c[L.at(base + i, base + j)] -= bdf::conj_if(r, !lower);
+        };
+        for (int tj = 0; tj < m2; tj += BLK)
+          for (int ti = tj; ti < m2; ti += BLK)
+            bdf::gemm_tile<T, GEMM_X, GEMM_Y, BLK, BLK, BLK_K>(g, m2, m2, nb, ti, tj, p, ldc, op_l, p, ldc, op_r,
+                                                             sA, sB, store);
+      }
+      g.sync();  // the trailing matrix is updated before the next diagonal block is read
+    }
+    if (g.rank == 0) info[b] = fail;
+    g.sync();  // sD and ys are reused by the next matrix
+  }
+}

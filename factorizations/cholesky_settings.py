@@ -1,0 +1,144 @@
+"""Cholesky (POTRF / POSV) settings as data, the default chooser and the launch plan.
+
+A setting becomes template arguments of ``factorizations/cholesky.cu``:
+
+``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
+           named triangle in shared memory (n x n elements), factors it column by
+           column (left-looking, one GEMV per column) and, for POSV, solves the
+           right-hand sides there too: the whole POSV is one launch.  Groups of at
+           most 32 threads share a block (several matrices per block); their
+           shared memory grows as n^2, so the design serves small n.
+``blocked`` one block of DIM_X x DIM_Y threads per matrix works on the matrix in
+           global memory, a panel of ``nb`` (= 32) columns at a time: diagonal
+           block factored in shared memory by the fused column routine, the
+           rows below it solved against it (bdf::trsv_tile, one warp per row),
+           the trailing lower triangle updated by bdf::gemm_tile tiles (tiles
+           above the diagonal skipped).  Shared memory does not grow with n.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
+BLOCK_SUBWARP = 256      # potrf_block_threads() in factorizations/cholesky.cu for groups <= 32
+SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
+PANEL = 32               # POTRF_NB in cholesky.cu: the blocked design's panel width (one warp's tile)
+GEMM_BLK, GEMM_BLK_K = 32, 16   # the trailing update's gemm_tile (POTRF_GEMM_* in cholesky.cu)
+SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 32
+
+
+@dataclass(frozen=True)
+class CholeskySetting:
+    """``design`` 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix (the
+    shape of the GEMV that updates each column)."""
+
+    design: str
+    dim_x: int
+    dim_y: int = 1
+
+    @property
+    def group_threads(self) -> int:
+        return self.dim_x * self.dim_y
+
+    @property
+    def fused(self) -> bool:
+        return self.design == "fused"
+
+    @property
+    def max_groups_per_block(self) -> int:
+        return 1 if self.group_threads > 32 else BLOCK_SUBWARP // self.group_threads
+
+    @property
+    def gemv_work(self) -> int:
+        """Elements of bdf::gemv_n's reduction space (groups of more than one warp)."""
+        return self.group_threads * GEMV_UNROLL if self.group_threads > 32 else 0
+
+    def can_solve(self, n_max: int) -> bool:
+        """Can the fused kernel also solve (POSV in one launch): one trsv_tile per solve."""
+        return self.fused and n_max <= min(self.group_threads, SOLVE_MAX)
+
+    def group_bytes(self, n_max: int, itemsize: int, nrhs: int = 0) -> int:
+        """Shared memory of one group; the same sum as the kernels' ``group_bytes``."""
+        if self.fused:
+            elems = n_max * n_max + self.gemv_work + (n_max if nrhs else 0)
+        else:
+            warps = self.group_threads // 32
+            gemm = 2 * GEMM_BLK_K * (GEMM_BLK + 1)
+            elems = PANEL * PANEL + self.gemv_work + gemm + warps * PANEL
+        return -(-(elems * itemsize) // 16) * 16
+
+    def template_args(self) -> str:
+        return f"{self.dim_x}, {self.dim_y}"
+
+    def __str__(self) -> str:
+        return f"potrf{self.dim_x}x{self.dim_y}{self.design}"
+
+
+FUSED_SETTINGS = (
+    # sub-warp and warp groups: several matrices per block, POSV fused for n <= group size
+    CholeskySetting("fused", 4), CholeskySetting("fused", 8), CholeskySetting("fused", 16),
+    CholeskySetting("fused", 32),
+    # four warps per matrix: n up to what n^2 elements of shared memory allow
+    CholeskySetting("fused", 32, 4),
+)
+BLOCKED_SETTINGS = (CholeskySetting("blocked", 32, 4), CholeskySetting("blocked", 32, 8))
+# Every setting a launcher may pick (each a registered instantiation, compiled in CI).
+CHOLESKY_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS
+
+
+def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1024) -> CholeskySetting:
+    """Default setting for the largest n of a batch (first guesses, to be measured
+    with ``bench/posv.py``).
+
+    Up to 32: the smallest power-of-two lane group that covers n (a lane per row,
+    one trsv_tile per solve, several matrices per block).  Up to 64: the fused
+    design with four warps while n^2 elements stay under the 48 KiB soft limit
+    (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256 on
+    (more trailing-update tiles per panel than four warps cover).
+    """
+    for s in FUSED_SETTINGS[:4]:
+        if n <= s.group_threads:
+            return s
+    big = FUSED_SETTINGS[4]
+    if n <= 64 and big.group_bytes(n, itemsize) <= min(SOFT_SMEM, smem_limit):
+        return big
+    return BLOCKED_SETTINGS[0] if n < 256 else BLOCKED_SETTINGS[1]
+
+
+@dataclass(frozen=True)
+class CholeskyPlan:
+    grid: int
+    block: int
+    smem: int
+    groups: int
+
+
+def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: int, smem_limit: int,
+                  nrhs: int = 0) -> CholeskyPlan:
+    """Grid, block and dynamic shared memory of one launch (pure: testable on the CPU).
+
+    Sub-warp groups share a block; fewer of them are launched when their shared
+    memory would pass 48 KiB.  A fused setting whose one group exceeds the
+    device's limit, or a solve the fused kernel cannot do, is a ValueError.
+    """
+    if nrhs and not setting.can_solve(n_max):
+        raise ValueError(f"setting {setting} cannot solve in the same launch for n = {n_max} "
+                         f"(the fused solve needs n <= min(group threads, {SOLVE_MAX}))")
+    per_group = setting.group_bytes(n_max, itemsize, nrhs)
+    if per_group > smem_limit:
+        raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "
+                         f"(the device allows {smem_limit}); use a blocked setting")
+    groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
+    grid = max(1, min(-(-count // groups), 2**31 - 1))
+    return CholeskyPlan(grid, groups * setting.group_threads, groups * per_group, groups)
+
+
+def check_cholesky_setting(setting) -> None:
+    if setting is None:
+        return
+    if not isinstance(setting, CholeskySetting):
+        raise TypeError(f"setting must be a CholeskySetting or None, got {type(setting).__name__}")
+    if setting not in CHOLESKY_SETTINGS:
+        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
+                         f"{', '.join(map(repr, CHOLESKY_SETTINGS))}")
