@@ -15,6 +15,8 @@ nrm2, asum, iamax, dot, dotc, scal, axpy   batched BLAS-1 over the last axis; Ve
 cholesky, cho_factor, cho_solve   Cholesky (NumPy / SciPy semantics, stacked)
 potrf, potrs, posv    LAPACK's Cholesky factor, solve and factor-and-solve (one launch for n <= 32);
                       CholeskySetting
+gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H from its reflectors;
+                      GebrdSetting
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -28,6 +30,8 @@ from .factorizations.settings import TRSV_SETTINGS, TrsvSetting
 from .factorizations.trsv import solve_triangular, trsv
 from .factorizations.cholesky_settings import CHOLESKY_SETTINGS, CholeskySetting
 from .factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
+from .factorizations.gebrd_settings import GEBRD_SETTINGS, GebrdSetting
+from .factorizations.gebrd import gebrd, orgbr
 
 __version__ = "0.1.0"
 
@@ -37,4 +41,4 @@ __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "Poin
            "VECTOR_SETTINGS", "VectorSetting", "asum", "axpy", "dot", "dotc", "iamax", "kblas", "nrm2",
            "scal",
            "CHOLESKY_SETTINGS", "CholeskySetting", "cho_factor", "cho_solve", "cholesky", "posv", "potrf",
-           "potrs"]
+           "potrs", "GEBRD_SETTINGS", "GebrdSetting", "gebrd", "orgbr"]

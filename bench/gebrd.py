@@ -1,0 +1,178 @@
+"""Batched GEBRD against a loop of cuSOLVER xGEBRD calls, and against the
+paper's GEMV-bound model with the GEMV rate measured in the same run.
+
+Cases: float64 and float32, square n x n and tall 2n x n, n in 32..512, the
+batch sized so the matrices take 64 MiB (at least 16 matrices).  Rows carry the
+usual figures plus ``model_s`` (the model's time), ``fraction_of_model``
+(model_s / ours_s; the issue's target is >= 0.8) and ``gemv_gflops`` /
+``gemm_gflops`` (the rates the model used).
+
+The model (seed paper, section 6.2): GEBRD's F = 4 m n^2 - 4 n^3 / 3 flops
+(m >= n; x4 for complex) are half GEMV and half GEMM in the blocked algorithm,
+so t_model = (F / 2) / GEMV_rate + (F / 2) / GEMM_rate.  GEMV_rate is our
+batched GEMV-T on the same (batch, m, n) matrices (bt.gemv, timed here);
+GEMM_rate our batched GEMM of the trailing-update shape (m x 16 times 16 x n).
+The unblocked sweep our kernels run does all F flops as GEMV, so until the
+blocked (LABRD + GEMM) design lands the fraction is at most about 1/2 + eps.
+
+Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
+cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
+would go through A^T (only square and tall cases here).
+
+Usage: python3 bench/gebrd.py [--quick] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import batched as bt  # noqa: E402
+from batched.factorizations.gebrd import gebrd  # noqa: E402
+from batched.factorizations.gebrd_settings import GEBRD_SETTINGS  # noqa: E402
+from bench import harness  # noqa: E402
+from bench.harness import Case, NotApplicable, Operands  # noqa: E402
+
+SIZES = (32, 64, 128, 256, 512)
+TARGET = 64 * harness.MIB
+NB = 16  # the panel width of the model's trailing GEMM (paper: 8 or 16 for GEBRD)
+
+
+def case(dtype, m, n, setting=None) -> Case:
+    batch = max(16, harness.batch_for(m * n * np.dtype(dtype).itemsize, TARGET))
+    return Case("gebrd", dtype, "uniform", "N", m, n, 0, batch, setting=setting, repeats=5,
+                note="square" if m == n else "tall")
+
+
+def all_cases() -> list[Case]:
+    return [case(dt, f * n, n) for dt in ("float64", "float32") for f in (1, 2) for n in SIZES]
+
+
+def quick_cases() -> list[Case]:
+    return [case("float64", 32, 32), case("float64", 256, 128), case("float32", 128, 128)]
+
+
+def gebrd_flops(c: Case) -> int:
+    m, n = max(c.m, c.n), min(c.m, c.n)
+    per = 4 if c.dtype.startswith("c") else 1
+    return int(per * (4 * m * n * n - 4 * n ** 3 / 3)) * c.batch
+
+
+def traffic(c: Case):
+    """Bytes: A read and written once (the big-tile lower bound); flops as LAPACK counts."""
+    return 2 * c.m * c.n * np.dtype(c.dtype).itemsize * c.batch, gebrd_flops(c)
+
+
+def build(c: Case, index: int) -> Operands:
+    A = harness.random_array((c.batch, c.m, c.n), c.dtype, 7919 * index + 11)
+    return Operands({"A": A}, ours_view=lambda r: _d_abs(r[1]), peer_view=lambda r: _d_abs(r))
+
+
+def _d_abs(d):
+    import cupy as cp
+
+    return cp.abs(d).ravel()
+
+
+def ours(c: Case, d: dict, setting):
+    return gebrd(d["A"], setting=setting)
+
+
+_CUSOLVER = {"float64": "d", "float32": "s"}
+
+
+def peer_cusolver(c: Case, d: dict):
+    """A loop of cuSOLVER GEBRD calls; returns d (for the check)."""
+    import cupy as cp
+
+    try:
+        from cupy_backends.cuda.libs import cusolver
+    except ImportError as exc:
+        raise NotApplicable from exc
+    letter = _CUSOLVER.get(c.dtype)
+    if letter is None or c.m < c.n:
+        raise NotApplicable
+    key = "cusolver_ws"
+    if key not in d:
+        handle = cp.cuda.device.get_cusolver_handle()
+        lwork = getattr(cusolver, f"{letter}gebrd_bufferSize")(handle, c.m, c.n)
+        dt = np.dtype(c.dtype)
+        d[key] = (handle, lwork, cp.empty((c.batch, c.n, c.m), dt), cp.empty((c.batch, c.n), dt),
+                  cp.empty((c.batch, max(c.n - 1, 1)), dt), cp.empty((c.batch, c.n), dt),
+                  cp.empty((c.batch, c.n), dt), cp.empty(max(lwork, 1), dt), cp.empty(1, np.int32))
+    handle, lwork, work_a, D, E, TQ, TP, W, info = d[key]
+    work_a[...] = d["A"].swapaxes(-1, -2)  # column-major copies (cuSOLVER overwrites A)
+    fn = getattr(cusolver, f"{letter}gebrd")
+    cusolver.setStream(handle, cp.cuda.get_current_stream().ptr)
+    item = np.dtype(c.dtype).itemsize
+    for b in range(c.batch):
+        fn(handle, c.m, c.n, work_a.data.ptr + b * c.m * c.n * item, c.m, D.data.ptr + b * c.n * item,
+           E.data.ptr + b * max(c.n - 1, 1) * item, TQ.data.ptr + b * c.n * item, TP.data.ptr + b * c.n * item,
+           W.data.ptr, lwork, info.data.ptr)
+    return D
+
+
+def model_rates(c: Case) -> dict:
+    """Batched GEMV-T and GEMM rates (GFLOP/s) on this case's shapes, timed now."""
+    A = harness.random_array((c.batch, c.m, c.n), c.dtype, 3)
+    x = harness.random_array((c.batch, c.m), c.dtype, 4)
+    gemv_s = harness.time_calls([lambda: bt.gemv(A, x, trans="T")], repeats=10).seconds
+    U = harness.random_array((c.batch, c.m, NB), c.dtype, 5)
+    Y = harness.random_array((c.batch, NB, c.n), c.dtype, 6)
+    gemm_s = harness.time_calls([lambda: bt.gemm(U, Y)], repeats=10).seconds
+    per = 8 if c.dtype.startswith("c") else 2
+    return {"gemv_gflops": per * c.m * c.n * c.batch / gemv_s / 1e9,
+            "gemm_gflops": per * c.m * c.n * NB * c.batch / gemm_s / 1e9}
+
+
+def add_model(rows, cases) -> None:
+    for row, c in zip(rows, cases):
+        if row.get("ours_s") is None:
+            continue
+        rates = model_rates(c)
+        half = gebrd_flops(c) / 2
+        model_s = half / (rates["gemv_gflops"] * 1e9) + half / (rates["gemm_gflops"] * 1e9)
+        row.update(rates, model_s=model_s, fraction_of_model=model_s / row["ours_s"])
+        harness.free_memory()
+
+
+def main(argv=None, print_table: bool = True) -> list:
+    args = harness.parse_args(argv, "Batched GEBRD benchmark")
+    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
+    if args.dry_run:
+        rows = harness.dry_run("gebrd", cases, traffic)
+        for c in cases:
+            print(f"  model for {c.label}: {gebrd_flops(c) / 1e9:.2f} GFLOP, half GEMV / half GEMM (nb = {NB})")
+        return rows
+    rows = harness.run("gebrd", cases, ours, {"cusolver": peer_cusolver}, build=build, args=args,
+                       traffic_fn=traffic, sweep=GEBRD_SETTINGS if args.sweep else (), print_table=print_table)
+    add_model(rows, cases)
+    for row in rows:
+        if row.get("fraction_of_model") is not None:
+            print(f"  {row['dtype']} {row['m']}x{row['n']}: {row['fraction_of_model']:.2f} of the GEMV-bound model "
+                  f"(GEMV {row['gemv_gflops']:.0f} GFLOP/s, GEMM {row['gemm_gflops']:.0f} GFLOP/s), "
+                  f"speedup over cuSOLVER loop {row.get('speedup')}")
+    # The harness wrote the JSON before the model was added: write it again with the model.
+    _rewrite(rows, args)
+    return rows
+
+
+def _rewrite(rows, args) -> None:
+    import json
+
+    info = harness.device_info()
+    out_dir = args.results_dir or harness.RESULTS
+    path = out_dir / harness.gpu_dirname(info["name"]) / ("gebrd_quick.json" if args.quick else "gebrd.json")
+    if path.exists():
+        doc = json.loads(path.read_text())
+        doc["rows"] = rows
+        path.write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,378 @@
+"""Batched GEBRD and ORGBR against LAPACK's residuals and SciPy's singular values.
+
+Every test body runs on NumPy (the CPU backend) and CuPy (the GPU, skipped
+without one) through the ``xp`` fixture.  The ratios are LAPACK's (xBRD01 /
+xORT01): ||A - Q B P^H|| / (max(m, n) ||A|| eps), ||I - Q^H Q|| / (m eps),
+||I - P P^H|| / (n eps), all <= 30; the singular values of B match
+scipy.linalg.svdvals(A) to 30 max(m, n) eps sigma_1.  GPU runs force every
+registered setting (that fits) and the default chooser; outputs come from a
+NaN-poisoned pool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batched.factorizations.gebrd import gebrd, orgbr
+from batched.factorizations.gebrd_settings import (GEBRD_SETTINGS, GebrdSetting, choose_gebrd_setting,
+                                                   plan_gebrd, plan_orgbr)
+from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
+from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, batch_shapes, random_array
+
+THRESHOLD = 30
+KINDS = ("random", "svd_geo", "svd_cluster", "rank_deficient", "zero", "identity", "rand_scaled_ofl",
+         "rand_scaled_ufl")
+CPU_MAX = 12      # CPU sizes stay small: the suite runs in seconds
+GPU_MAX = 300
+
+
+def real_of(dtype):
+    return np.empty(0, dtype=dtype).real.dtype
+
+
+def eps(dtype):
+    return float(np.finfo(real_of(dtype)).eps)
+
+
+def make_matrices(rng, batch, m, n, dtype, kind):
+    """LAPACK-test-style matrices (MAGMA's names): U diag(s) V^H with prescribed s, or special."""
+    dtype = np.dtype(dtype)
+    shape = (*batch, m, n)
+    k = min(m, n)
+    if kind == "zero":
+        return np.zeros(shape, dtype)
+    if kind == "identity":
+        return np.broadcast_to(np.eye(m, n, dtype=dtype), shape).copy()
+    if kind in ("random", "rand_scaled_ofl", "rand_scaled_ufl"):
+        a = random_array(rng, shape, dtype)
+        R = real_of(dtype)
+        scale = {"random": 1.0, "rand_scaled_ofl": float(np.finfo(R).max) ** 0.5 / 8 * float(np.finfo(R).max) ** 0.5
+                 / max(m, n, 1) / 4,
+                 "rand_scaled_ufl": float(np.finfo(R).tiny) / float(np.finfo(R).eps)}[kind]
+        with np.errstate(all="ignore"):
+            return (a * R.type(scale)).astype(dtype)
+    if k == 0:
+        return np.zeros(shape, dtype)
+    if kind == "svd_geo":
+        s = np.geomspace(1.0, 1e-6 if real_of(dtype) == np.float32 else 1e-12, k)
+    elif kind == "svd_cluster":
+        s = np.r_[1.0, np.full(k - 1, 1e-3)] if k > 1 else np.ones(1)
+    else:  # rank_deficient: half of the singular values exactly zero
+        s = np.r_[np.ones((k + 1) // 2), np.zeros(k // 2)]
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    U = np.linalg.qr(random_array(rng, (*batch, m, m), wide))[0]
+    V = np.linalg.qr(random_array(rng, (*batch, n, n), wide))[0]
+    return ((U[..., :, :k] * s) @ V[..., :, :k].conj().swapaxes(-1, -2)).astype(dtype)
+
+
+def bidiagonal(d, e, m, n):
+    """B (..., k, k) from d, e: upper when m >= n, lower otherwise."""
+    k = min(m, n)
+    B = np.zeros((*d.shape[:-1], k, k), dtype=np.float64)
+    i = np.arange(k)
+    B[..., i, i] = d
+    if k > 1:
+        j = np.arange(k - 1)
+        if m >= n:
+            B[..., j, j + 1] = e
+        else:
+            B[..., j + 1, j] = e
+    return B
+
+
+def ratios(A, a, d, e, tauq, taup, xp):
+    """(reconstruction, Q orthogonality, P orthogonality) ratios for one stacked batch."""
+    A = np.asarray(to_np(A))
+    m, n = A.shape[-2:]
+    dtype = A.dtype
+    Q = to_np(orgbr("Q", a, tauq)[0])
+    Ph = to_np(orgbr("P", a, taup)[0])
+    Qf = to_np(orgbr("Q", a, tauq, full_matrices=True)[0])
+    Pf = to_np(orgbr("P", a, taup, full_matrices=True)[0])
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    B = bidiagonal(to_np(d).astype(np.float64), to_np(e).astype(np.float64), m, n)
+    with np.errstate(all="ignore"):
+        Aw = A.astype(wide)
+        scale = np.abs(Aw).max(initial=0)
+        scale = scale if scale > 0 and np.isfinite(scale) else 1.0
+        # Scale before multiplying: near overflow the product itself overflows.
+        R = Aw / scale - Q.astype(wide) @ (B / scale).astype(wide) @ Ph.astype(wide)
+    e_ = eps(dtype)
+    norm_a = max(np.linalg.norm(Aw / scale, 1, axis=(-2, -1)).max(initial=0), np.finfo(np.float64).tiny)
+    rec = np.linalg.norm(R, 1, axis=(-2, -1)).max(initial=0) / (max(m, n, 1) * norm_a * e_)
+    oq = np.abs(Qf.conj().swapaxes(-1, -2) @ Qf - np.eye(m)).sum(axis=-2).max(initial=0) / (max(m, 1) * e_)
+    op = np.abs(Pf @ Pf.conj().swapaxes(-1, -2) - np.eye(n)).sum(axis=-2).max(initial=0) / (max(n, 1) * e_)
+    return rec, oq, op
+
+
+def check_singular_values(A, d, e):
+    A = to_np(A)
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    if k == 0:
+        return
+    B = bidiagonal(to_np(d).astype(np.float64), to_np(e).astype(np.float64), m, n)
+    wide = np.complex128 if A.dtype.kind == "c" else np.float64
+    for idx in np.ndindex(A.shape[:-2]):
+        a = A[idx].astype(wide)
+        s_ref = scipy.linalg.svdvals(a)
+        s = scipy.linalg.svdvals(B[idx])
+        tol = THRESHOLD * max(m, n) * eps(A.dtype) * max(s_ref[0], np.finfo(np.float64).tiny)
+        assert np.abs(s - s_ref).max() <= tol, (idx, s, s_ref)
+
+
+def check_shapes(A, out):
+    a, d, e, tauq, taup, info = out
+    batch, (m, n) = A.shape[:-2], A.shape[-2:]
+    k = min(m, n)
+    R = real_of(A.dtype)
+    assert a.shape == A.shape and a.dtype == A.dtype
+    assert d.shape == (*batch, k) and d.dtype == R
+    assert e.shape == (*batch, max(k - 1, 0)) and e.dtype == R
+    assert tauq.shape == (*batch, k) and tauq.dtype == A.dtype
+    assert taup.shape == (*batch, k) and taup.dtype == A.dtype
+    assert info.shape == batch and info.dtype == np.int32 and not to_np(info).any()
+    if k:
+        last = to_np(taup)[..., k - 1] if m >= n else to_np(tauq)[..., k - 1]
+        assert not np.any(last), "LAPACK's last tau is zero"
+
+
+def result_bytes(batch, m, n, dtype):
+    return int(np.prod(batch, dtype=np.int64)) * m * n * np.dtype(dtype).itemsize
+
+
+# --- residual properties -----------------------------------------------------------------------
+
+
+@st.composite
+def gebrd_cases(draw, max_dim):
+    m = draw(st.one_of(st.integers(0, max_dim), st.sampled_from([0, 1, 2, max_dim])))
+    n = draw(st.one_of(st.integers(0, max_dim), st.sampled_from([0, 1, 2, max_dim])))
+    return (m, n, draw(st.sampled_from(DTYPES)), draw(batch_shapes()), draw(st.sampled_from(KINDS)),
+            draw(st.sampled_from(MATRIX_LAYOUTS)), draw(st.integers(0, 2**31)))
+
+
+SETTINGS_UNDER_TEST = [*GEBRD_SETTINGS, None]
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(data=st.data())
+@SETTINGS
+def test_gebrd_residuals(xp, setting, data):
+    gpu_only_setting(xp, setting)
+    m, n, dtype, batch, kind, layout, seed = data.draw(gebrd_cases(CPU_MAX if xp is np else 64))
+    if setting is not None and setting.stage and setting.smem_bytes(m, n, dtype.itemsize) > 227 * 1024:
+        return
+    A = make_matrices(np.random.default_rng(seed), batch, m, n, dtype, kind)
+    Ad = arrange(xp, A, layout)
+    before = snapshot(Ad)
+    poison_pool(xp, result_bytes(batch, m, n, dtype))
+    out = gebrd(Ad, setting=setting)
+    assert_unchanged([Ad], before)
+    check_shapes(A, out)
+    a, d, e, tauq, taup, _ = out
+    rec, oq, op = ratios(A, a, d, e, tauq, taup, xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
+    if kind not in ("rand_scaled_ufl",):
+        check_singular_values(A, d, e)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(9, 9), (11, 4), (4, 11), (1, 7), (7, 1)], ids=str)
+def test_gebrd_matrix_kinds(xp, kind, dtype, shape):
+    m, n = shape
+    A = make_matrices(rng_for("kinds", kind, dtype, shape), (3,), m, n, dtype, kind)
+    out = gebrd(to_xp(xp, A))
+    check_shapes(A, out)
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
+    if kind != "rand_scaled_ufl":  # svdvals of a matrix of subnormals is itself inexact
+        check_singular_values(A, out[1], out[2])
+    if kind == "zero":
+        assert not to_np(out[1]).any() and not to_np(out[2]).any()
+        assert not to_np(out[3]).any() and not to_np(out[4]).any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_complex_bidiagonal_is_real_and_matches_lapack_magnitudes(xp, dtype):
+    """d, e real (dtype check above); |d|, |e| equal those of the same sweep in float64
+    arithmetic (SciPy wraps no xGEBRD, so the reference is the CPU backend in the wide type)."""
+    A = make_matrices(rng_for("mag", dtype), (4,), 8, 6, dtype, "random")
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    _, d_ref, e_ref, *_ = gebrd(A.astype(wide))
+    _, d, e, *_ = gebrd(to_xp(xp, A))
+    tol = 50 * 8 * eps(dtype) * np.abs(A).max()
+    assert np.abs(np.abs(to_np(d)) - np.abs(d_ref)).max() <= tol
+    assert np.abs(np.abs(to_np(e)) - np.abs(e_ref)).max() <= tol
+
+
+# --- GPU sizes and batches -------------------------------------------------------------------
+
+
+GPU_SHAPES = [(8, 8), (16, 16), (32, 32), (33, 17), (17, 33), (64, 64), (127, 127), (128, 128), (129, 129),
+              (166, 166), (167, 167), (200, 100), (100, 200), (256, 256), (300, 300)]
+
+
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gebrd_gpu_sizes(xp, shape, dtype):
+    if xp is np:
+        pytest.skip("large sizes run on the GPU only (the CPU backend is the same sweep)")
+    m, n = shape
+    A = make_matrices(rng_for("gpu", shape, dtype), (2,), m, n, dtype, "random")
+    poison_pool(xp, result_bytes((2,), m, n, dtype))
+    out = gebrd(to_xp(xp, A))
+    check_shapes(A, out)
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
+    check_singular_values(A, out[1], out[2])
+
+
+@given(m=st.integers(0, GPU_MAX), n=st.integers(0, GPU_MAX), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**31))
+@SETTINGS
+def test_gebrd_gpu_hypothesis_shapes(xp, m, n, dtype, seed):
+    if xp is np:
+        pytest.skip("shapes up to 300 on the GPU only")
+    A = make_matrices(np.random.default_rng(seed), (2,), m, n, dtype, "random")
+    out = gebrd(to_xp(xp, A))
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
+
+
+def test_gebrd_many_small(xp):
+    count = 70_000 if xp is not np else 200
+    A = make_matrices(rng_for("many"), (count,), 6, 5, np.float64, "random")
+    out = gebrd(to_xp(xp, A))
+    pick = np.r_[0, 1, count // 2, count - 1]
+    rec, oq, op = ratios(A[pick], *(to_np(x)[pick] for x in out[:5]), np)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+
+
+def test_nan_stays_in_its_matrix(xp):
+    A = make_matrices(rng_for("nan"), (5,), 7, 6, np.float64, "random")
+    A[2, 3, 1] = np.nan
+    A[4, 0, 0] = np.inf
+    a, d, e, tauq, taup, _ = (to_np(x) for x in gebrd(to_xp(xp, A)))
+    clean = [0, 1, 3]
+    for x in (a, d, e, tauq, taup):
+        assert np.isfinite(x[clean]).all()
+    rec, oq, op = ratios(A[clean], a[clean], d[clean], e[clean], tauq[clean], taup[clean], np)
+    assert rec < THRESHOLD
+    assert np.isnan(d[2]).any()
+
+
+# --- lists (pointer and variable layouts) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shapes", [[(5, 4)] * 3, [(5, 4), (3, 6), (1, 1), (0, 3), (7, 7)], []], ids=str)
+def test_gebrd_orgbr_lists(xp, dtype, shapes):
+    rng = rng_for("lists", dtype, shapes)
+    mats = [make_matrices(rng, (), m, n, dtype, "random") for m, n in shapes]
+    arrays = [arrange(xp, M, layout) for M, layout in zip(mats, ["F", "C", "sub_F", "rows_sliced", "C"])]
+    before = snapshot(*arrays)
+    a, d, e, tauq, taup, info = gebrd(arrays)
+    assert_unchanged(arrays, before)
+    assert isinstance(a, list) and len(a) == len(shapes) and to_np(info).shape == (len(shapes),)
+    q, _ = orgbr("Q", a, tauq)
+    p, _ = orgbr("P", a, taup, full_matrices=True)
+    for i, M in enumerate(mats):
+        single = gebrd(M)  # the CPU backend, one matrix
+        check_shapes(M, (a[i], d[i], e[i], tauq[i], taup[i], np.zeros((), np.int32)))
+        rec, oq, op = ratios(M, a[i], d[i], e[i], tauq[i], taup[i], np)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+        np.testing.assert_allclose(np.abs(to_np(d[i])), np.abs(single[1]), atol=1e3 * eps(dtype))
+        assert to_np(q[i]).shape == (M.shape[0], min(M.shape)) and to_np(p[i]).shape == (M.shape[1],) * 2
+
+
+# --- ORGBR shapes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5), (0, 3), (3, 0), (1, 5)], ids=str)
+def test_orgbr_shapes(xp, shape, full):
+    m, n = shape
+    k = min(m, n)
+    A = make_matrices(rng_for("orgbr", shape), (2,), m, n, np.complex128, "random")
+    a, d, e, tauq, taup, _ = gebrd(to_xp(xp, A))
+    q, info = orgbr("q", a, tauq, full_matrices=full)
+    p, _ = orgbr("P", a, taup, full_matrices=full)
+    assert q.shape == (2, m, m if full else k) and p.shape == (2, n if full else k, n)
+    assert to_np(info).shape == (2,)
+    if not full:
+        B = bidiagonal(to_np(d), to_np(e), m, n)
+        np.testing.assert_allclose(to_np(q) @ B @ to_np(p), A, atol=1e-12 * max(np.abs(A).max(initial=0), 1))
+
+
+# --- overwrite_a, validation, settings and the plan --------------------------------------------
+
+
+def test_overwrite_a(xp):
+    A = make_matrices(rng_for("ow"), (3,), 6, 5, np.float64, "random")
+    Ad = arrange(xp, A, "C" if xp is np else "F")
+    a, *_ = gebrd(Ad, overwrite_a=True)
+    assert a is Ad
+    ref = gebrd(A)[0]
+    np.testing.assert_allclose(to_np(a), ref, atol=1e-12)
+    Ad2 = to_xp(xp, A)
+    gebrd(Ad2)
+    np.testing.assert_array_equal(to_np(Ad2), A)  # default: never modified
+
+
+@pytest.mark.parametrize("bad, error", [
+    (np.ones((3, 3), dtype=np.int64), TypeError),
+    (np.ones(3), ValueError),
+    (np.ones((2, 2), dtype=np.float16), TypeError),
+])
+def test_gebrd_bad_input(xp, bad, error):
+    with pytest.raises(error):
+        gebrd(to_xp(xp, bad))
+
+
+def test_bad_arguments(xp):
+    A = to_xp(xp, np.ones((2, 4, 3)))
+    with pytest.raises(TypeError):
+        gebrd(A, setting="fast")
+    with pytest.raises(ValueError):
+        gebrd(A, setting=GebrdSetting(7, 3))
+    with pytest.raises(TypeError):
+        gebrd(A, overwrite_a=1)
+    a, d, e, tauq, taup, _ = gebrd(A)
+    with pytest.raises(ValueError):
+        orgbr("X", a, tauq)
+    with pytest.raises(ValueError):
+        orgbr("Q", a, tauq[..., :2])
+    with pytest.raises(TypeError):
+        orgbr("Q", a, tauq, full_matrices="yes")
+    with pytest.raises(ValueError):
+        gebrd([np.ones((2, 2)), np.ones(3)])
+
+
+def test_chooser_and_plan():
+    s = choose_gebrd_setting(8, 8, 8)
+    assert s.stage and s.threads == 32
+    assert choose_gebrd_setting(64, 64, 8).stage
+    assert choose_gebrd_setting(128, 128, 8).stage
+    big = choose_gebrd_setting(300, 300, 8)
+    assert not big.stage and big.threads == 256
+    # staged: matrix + w + GEMV and vector work; 16-byte aligned parts
+    assert s.smem_bytes(8, 8, 8) == 8 * 8 * 8 + 64
+    assert GebrdSetting(32, 8, True).smem_bytes(100, 50, 16) == 100 * 50 * 16 + 1600 + 32 * 8 * 4 * 16 + 8 * 48
+    assert GebrdSetting(32, 8, False).smem_bytes(100, 50, 16) == 1600 + 32 * 8 * 4 * 16 + 8 * 48
+    plan = plan_gebrd(s, 8, 8, 8, 70_000, 227 * 1024)
+    assert (plan.grid, plan.block, plan.smem) == (70_000, 32, 576)
+    assert plan_gebrd(s, 8, 8, 8, 0, 227 * 1024).grid == 1
+    assert plan_gebrd(s, 8, 8, 8, 2**40, 227 * 1024).grid == 2**31 - 1
+    with pytest.raises(ValueError):
+        plan_gebrd(GebrdSetting(32, 8, True), 300, 300, 8, 1, 227 * 1024)
+    assert plan_orgbr(GebrdSetting(32, 4, False), 100, 8, 5, 227 * 1024).smem == 2 * 800 + 32 * 4 * 4 * 8 + 4 * 48
+    # the switch to the device-memory sweep follows the shared-memory limit
+    assert choose_gebrd_setting(166, 166, 8).stage and not choose_gebrd_setting(167, 167, 8).stage
+    assert choose_gebrd_setting(117, 117, 16).stage and not choose_gebrd_setting(118, 118, 16).stage
+    assert choose_gebrd_setting(100, 100, 8, smem_limit=48 * 1024).stage is False
