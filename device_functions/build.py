@@ -93,36 +93,51 @@ def get_kernel(source, name_expression: str):
     return kernel
 
 
-def compile_registered(arch: str = "sm_90", sources=None) -> dict[str, int]:
+def _compile_names(path: Path, names, arch: str) -> int:
+    """Compile ``names`` of the source at ``path`` for ``arch`` in one NVRTC program."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    names = sorted(names)
+    program = nvrtc.createProgram(_source_text(path), path.name, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(program, name)
+        options = [*compile_options(path), f"--gpu-architecture={arch}"]
+        try:
+            nvrtc.compileProgram(program, options)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(program)
+            raise BuildError(f"compiling {path.name} for {arch} failed; "
+                             f"instantiations: {', '.join(names)}\n{log}") from None
+        for name in names:  # every name must have produced a kernel
+            nvrtc.getLoweredName(program, name)
+    finally:
+        nvrtc.destroyProgram(program)
+    return len(names)
+
+
+def compile_registered(arch: str = "sm_90", sources=None, jobs: int = 1) -> dict[str, int]:
     """Compile every registered instantiation for ``arch`` through NVRTC.
 
     Needs no GPU (only the NVRTC library, e.g. the ``nvidia-cuda-nvrtc``
     wheel).  Returns {source name: number of instantiations}; raises
     ``BuildError`` with NVRTC's log and the instantiation names on failure.
+    ``jobs`` > 1 splits every source's instantiations over that many worker
+    processes (code generation dominates, so the time divides by the cores).
     """
-    from cupy_backends.cuda.libs import nvrtc
+    work = [(path, sorted(names)) for path, names in sorted(registered().items())
+            if sources is None or path.name in sources]
+    chunks = [(path, names[i::jobs]) for path, names in work for i in range(max(jobs, 1))
+              if names[i::jobs]]
+    if jobs > 1 and len(chunks) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
 
-    done = {}
-    for path, names in sorted(registered().items()):
-        if sources is not None and path.name not in sources:
-            continue
-        names = sorted(names)
-        program = nvrtc.createProgram(_source_text(path), path.name, [], [])
-        try:
-            for name in names:
-                nvrtc.addNameExpression(program, name)
-            options = [*compile_options(path), f"--gpu-architecture={arch}"]
-            try:
-                nvrtc.compileProgram(program, options)
-            except nvrtc.NVRTCError:
-                log = nvrtc.getProgramLog(program)
-                raise BuildError(f"compiling {path.name} for {arch} failed; "
-                                 f"instantiations: {', '.join(names)}\n{log}") from None
-            for name in names:  # every name must have produced a kernel
-                nvrtc.getLoweredName(program, name)
-        finally:
-            nvrtc.destroyProgram(program)
-        done[path.name] = len(names)
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+            counts = list(pool.map(_compile_names, *zip(*chunks), [arch] * len(chunks)))
+    else:
+        counts = [_compile_names(path, names, arch) for path, names in chunks]
+    done = {path.name: 0 for path, _ in work}
+    for (path, _), count in zip(chunks, counts):
+        done[path.name] += count
     return done
-
-

@@ -5,7 +5,7 @@ CuPy's memory pool is off so that every allocation is its own, and an
 out-of-bounds access is caught at the allocation's edge.  Cases: batch 1 and
 65,537; n in {0, 1, 31, 32, 33}; matrices at misaligned offsets (views that
 start one element into a buffer); beta = 0 with an uninitialized y; every
-registered setting forced once; the three layouts.  ``--only=blas,kblas,trsv``
+registered setting forced once; the three layouts.  ``--only=blas,trsv,cholesky``
 runs some sections (default all), each followed by a synchronize and a line.
 """
 
@@ -151,7 +151,65 @@ def section_trsv():
                     checks += 7
 
 
-SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv}
+def spd(batch, n, dtype):
+    """Hermitian positive definite matrices at a misaligned offset."""
+    X = rand((*batch, n, n), dtype)
+    return X @ X.conj().swapaxes(-1, -2) + n * cp.eye(n, dtype=dtype)
+
+
+def section_cholesky():
+    # potrf / posv / cholesky: n around the fused designs' edges and the blocked panel
+    # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
+    # every setting forced where it fits; lists.
+    global checks
+    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in dtypes:
+        for n in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and n not in (1, 33):
+                    continue
+                A = spd((batch,), n, dtype)
+                for lower in (True, False):
+                    bt.potrf(A, lower=lower)
+                    bt.posv(A, rand((batch, n), dtype), lower=lower)
+                    checks += 2
+        A = spd((3,), 70, dtype)
+        A[1, 40, 40] = -1
+        for s in bt.CHOLESKY_SETTINGS:
+            for lower in (True, False):
+                bt.potrf(A if s.design == "blocked" or s.group_threads > 32 else A[:, :20, :20], lower=lower,
+                         setting=s)
+                checks += 1
+        mats = [spd((), int(m), dtype) for m in rng.integers(0, 40, 33)]
+        bt.potrf(mats)
+        bt.posv(bt.PointerBatch([spd((), 20, dtype) for _ in range(33)]), rand((33, 20), dtype))
+        checks += 2
+
+
+def section_gebrd():
+    # gebrd / orgbr: square, tall and wide; sizes around warp edges; batch 1 and 65,537;
+    # every setting forced (staged and in device memory); lists.
+    global checks
+    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in dtypes:
+        for m, n in ((0, 0), (1, 1), (31, 33), (33, 31), (32, 32), (1, 5), (5, 1)):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and max(m, n) > 5:
+                    continue
+                a, d, e, tq, tp, _ = bt.gebrd(rand((batch, m, n), dtype))
+                bt.orgbr("Q", a, tq, full_matrices=True)
+                bt.orgbr("P", a, tp)
+                checks += 3
+        for s in bt.GEBRD_SETTINGS:
+            bt.gebrd(rand((2, 70, 45), dtype), setting=s)
+            bt.gebrd(rand((2, 45, 70), dtype), setting=s)
+            checks += 2
+        bt.gebrd([rand((int(m), int(n)), dtype) for m, n in rng.integers(0, 40, (33, 2))])
+        checks += 1
+
+
+SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv,
+            "cholesky": section_cholesky, "gebrd": section_gebrd}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     SECTIONS[name]()
