@@ -17,6 +17,8 @@ potrf, potrs, posv    LAPACK's Cholesky factor, solve and factor-and-solve (one 
                       CholeskySetting
 gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H from its reflectors;
                       GebrdSetting
+qr, lstsq             Householder QR and full-rank least squares (NumPy semantics, stacked)
+geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -32,6 +34,8 @@ from .factorizations.cholesky_settings import CHOLESKY_SETTINGS, CholeskySetting
 from .factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 from .factorizations.gebrd_settings import GEBRD_SETTINGS, GebrdSetting
 from .factorizations.gebrd import gebrd, orgbr
+from .factorizations.qr_settings import QR_SETTINGS, QrSetting
+from .factorizations.qr import gels, geqrf, lstsq, orgqr, qr
 
 __version__ = "0.1.0"
 
@@ -41,4 +45,5 @@ __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "Poin
            "VECTOR_SETTINGS", "VectorSetting", "asum", "axpy", "dot", "dotc", "iamax", "kblas", "nrm2",
            "scal",
            "CHOLESKY_SETTINGS", "CholeskySetting", "cho_factor", "cho_solve", "cholesky", "posv", "potrf",
-           "potrs", "GEBRD_SETTINGS", "GebrdSetting", "gebrd", "orgbr"]
+           "potrs", "GEBRD_SETTINGS", "GebrdSetting", "gebrd", "orgbr",
+           "QR_SETTINGS", "QrSetting", "gels", "geqrf", "lstsq", "orgqr", "qr"]

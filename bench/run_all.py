@@ -1,11 +1,11 @@
-"""Run every benchmark in one process: gemv, gemm, kblas, then overhead.
+"""Run every benchmark in one process: the batched BLAS, kblas, the solvers, then overhead.
 
 The ceilings are measured once and shared; the tables are printed together at
 the end (the device tool shows only the tail of the output), followed by one
 summary line per routine.  Flags go to every script (``--sweep`` only to
 those that sweep settings).
 
-Usage: python3 bench/run_all.py [--quick] [--sweep] [--dry-run] [--only gemv,gemm,kblas,trsv,vector,overhead]
+Usage: python3 bench/run_all.py [--quick] [--sweep] [--dry-run] [--only gemv,gemm,kblas,trsv,...]
                                 [--results-dir DIR]
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import gemm, gemv, harness, kblas, overhead, trsv, vector  # noqa: E402
+from bench import gebrd, gemm, gemv, harness, kblas, overhead, posv, qr, trsv, vector  # noqa: E402
 
 SCRIPTS = {"gemv": gemv, "gemm": gemm, "kblas": kblas, "trsv": trsv, "vector": vector,
-           "overhead": overhead}
+           "posv": posv, "qr": qr, "gebrd": gebrd, "overhead": overhead}
 
 
 def main(argv=None) -> int:

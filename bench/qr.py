@@ -1,0 +1,151 @@
+"""Batched QR (GEQRF) and least squares (GELS) against PyTorch and CuPy, on the same memory.
+
+Cases: C-ordered stacked matrices (batch, m, n), random normal entries;
+square (m = n) and tall (m = 2n) shapes, n in 4..128; DGEQRF, SGEQRF, DGELS,
+SGELS (one right-hand side (batch, m)); the batch sized so the matrices take
+256 MiB.  ``trans`` in a row is 'N'.  At n = 32 and 64 every design is also
+timed with its setting forced (fused 32x4, blocked, global), which locates
+the chooser's switch-overs.
+
+Bytes: A read and written (plus tau, b and x for GELS); flops: LAPACK's
+count 2 m n^2 - 2 n^3 / 3 for GEQRF (times 4 for complex), plus 4 m n - n^2
+for applying Q^H and the triangular solve in GELS.  The limit is the FP64 /
+FP32 peak from n = 32 on and the copy bandwidth below.
+
+Peers: GEQRF: ``torch`` = torch.geqrf (cuSOLVER / MAGMA, the same compact
+output), ``cupy`` = cupy.linalg.qr(mode='raw') (its h is the transpose: the
+check compares ours against the first peer that ran, torch when present).
+GELS: ``torch`` = torch.linalg.lstsq(A, b[..., None]) (driver 'gels', the
+only one on CUDA); cupy.linalg.lstsq takes no batch (left out).
+
+Usage: python3 bench/qr.py [--quick] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from batched.factorizations.qr import geqrf, gels  # noqa: E402
+from batched.factorizations.qr_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, GLOBAL_SETTINGS,  # noqa: E402
+                                                QR_SETTINGS)
+from bench import harness  # noqa: E402
+from bench.harness import Case, NotApplicable, Operands  # noqa: E402
+
+SIZES = (4, 8, 16, 32, 64, 128)
+DESIGNS = (FUSED_SETTINGS[3], BLOCKED_SETTINGS[0], GLOBAL_SETTINGS[0])
+
+
+def case(routine, dtype, m, n, setting=None) -> Case:
+    batch = harness.batch_for(m * n * np.dtype(dtype).itemsize)
+    return Case(routine, dtype, "uniform", "N", m, n, 0, batch, setting=setting, repeats=10, note=routine)
+
+
+def all_cases() -> list[Case]:
+    cases = []
+    for routine in ("geqrf", "gels"):
+        for dt in ("float64", "float32"):
+            for n in SIZES:
+                cases += [case(routine, dt, n, n), case(routine, dt, 2 * n, n)]
+    cases += [case("geqrf", "float64", n, n, s) for n in (32, 64) for s in DESIGNS]
+    return cases
+
+
+def quick_cases() -> list[Case]:
+    return [case("geqrf", "float64", 8, 8), case("geqrf", "float32", 64, 32), case("gels", "float64", 16, 8),
+            case("geqrf", "float64", 128, 128, BLOCKED_SETTINGS[0])]
+
+
+def traffic(c: Case):
+    item = np.dtype(c.dtype).itemsize
+    m, n = c.m, c.n
+    k = min(m, n)
+    flops = 2 * m * n * n - 2 * n ** 3 / 3
+    elems = 2 * m * n + k
+    if c.routine == "gels":
+        flops += 4 * m * n - n * n
+        elems += m + n
+    if c.dtype.startswith("c"):
+        flops *= 4
+    return int(elems * item * c.batch), int(flops * c.batch)
+
+
+def limit(c: Case, nbytes, flops, ceilings, info):
+    if c.n < 32:
+        return "bandwidth"
+    return "fp64_peak" if c.dtype in ("float64", "complex128") else "fp32_peak"
+
+
+def build(c: Case, index: int) -> Operands:
+    A = harness.random_array((c.batch, c.m, c.n), c.dtype, 7919 * index + 11)
+    data = {"A": A}
+    if c.routine == "gels":
+        data["b"] = harness.random_array((c.batch, c.m), c.dtype, 7919 * index + 12)
+    torch = harness.torch_or_none()
+    if torch is not None:
+        data["tA"] = harness.as_torch(torch, A)
+        if c.routine == "gels":
+            data["tb"] = harness.as_torch(torch, data["b"]).unsqueeze(-1)
+    if c.routine == "geqrf":
+        # ours: (qr, tau, info); torch.geqrf: (a, tau); cupy's raw: (h^T, tau)
+        return Operands(data, ours_view=lambda r: r[0],
+                        peer_view=lambda r: r[0].swapaxes(-1, -2) if _is_cupy_raw(r) else r[0])
+    return Operands(data, ours_view=lambda r: r[1],
+                    peer_view=lambda r: r.solution[..., 0] if hasattr(r, "solution") else r)
+
+
+def _is_cupy_raw(result) -> bool:
+    import cupy as cp
+
+    return isinstance(result[0], cp.ndarray)
+
+
+def ours(c: Case, d: dict, setting):
+    if c.routine == "geqrf":
+        return geqrf(d["A"], setting=setting)
+    return gels(d["A"], d["b"], setting=setting)
+
+
+def peer_torch(c: Case, d: dict):
+    if "tA" not in d:
+        raise NotApplicable
+    import torch
+
+    if c.routine == "geqrf":
+        return torch.geqrf(d["tA"])
+    return torch.linalg.lstsq(d["tA"], d["tb"])
+
+
+def peer_cupy(c: Case, d: dict):
+    if c.routine != "geqrf":
+        raise NotApplicable  # cupy.linalg.lstsq takes one matrix
+    import cupy as cp
+
+    try:
+        return cp.linalg.qr(d["A"], mode="raw")
+    except (ValueError, TypeError, NotImplementedError) as exc:  # no batch support in this CuPy
+        raise NotApplicable from exc
+
+
+def main(argv=None, print_table: bool = True) -> list:
+    args = harness.parse_args(argv, "Batched QR / least-squares benchmark")
+    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
+    if args.dry_run:
+        return harness.dry_run("qr", cases, traffic)
+    peers = {}
+    if harness.torch_or_none() is not None:
+        peers["torch"] = peer_torch
+    else:
+        print("note: PyTorch with CUDA not available; torch peer left out")
+    peers["cupy"] = peer_cupy
+    return harness.run("qr", cases, ours, peers, build=build, args=args, traffic_fn=traffic, limit=limit,
+                       plot_metrics=("gflops",), sweep=QR_SETTINGS if args.sweep else (), print_table=print_table)
+
+
+if __name__ == "__main__":
+    main()
