@@ -12,6 +12,8 @@ GemvSetting, GemmSetting   kernel settings, for ``setting=``
 kblas                 GEMV/SYMV/HEMV on one large matrix (kblas.gemv, kblas.symv, kblas.hemv)
 trsv, solve_triangular     batched triangular solves (BLAS / SciPy semantics); TrsvSetting
 nrm2, asum, iamax, dot, dotc, scal, axpy   batched BLAS-1 over the last axis; VectorSetting
+solve, inv, lu_factor, lu_solve  LU with partial pivoting (NumPy / SciPy semantics, stacked)
+getrf, getrs, gesv    LAPACK's LU factor, solve and factor-and-solve (one launch for n <= 64); LuSetting
 cholesky, cho_factor, cho_solve   Cholesky (NumPy / SciPy semantics, stacked)
 potrf, potrs, posv    LAPACK's Cholesky factor, solve and factor-and-solve (one launch for n <= 32);
                       CholeskySetting
@@ -19,6 +21,8 @@ gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H
                       GebrdSetting
 qr, lstsq             Householder QR and full-rank least squares (NumPy semantics, stacked)
 geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
+svd, svdvals          batched SVD (NumPy's (U, S, Vh) order) and singular values: GEBRD -> ORGBR -> BDSQR
+bdsqr                 SVD of real bidiagonal matrices, rotations applied to u / vt; BdsqrSetting
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -30,12 +34,17 @@ from . import kblas  # noqa: E402  (after gemv: its CPU backend reuses batched.g
 from .vector import VECTOR_SETTINGS, VectorSetting, asum, axpy, dot, dotc, iamax, nrm2, scal
 from .factorizations.settings import TRSV_SETTINGS, TrsvSetting
 from .factorizations.trsv import solve_triangular, trsv
+from .factorizations.lu_settings import LU_SETTINGS, LuSetting
+from .factorizations.lu import gesv, getrf, getrs, inv, lu_factor, lu_solve, solve
 from .factorizations.cholesky_settings import CHOLESKY_SETTINGS, CholeskySetting
 from .factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 from .factorizations.gebrd_settings import GEBRD_SETTINGS, GebrdSetting
 from .factorizations.gebrd import gebrd, orgbr
 from .factorizations.qr_settings import QR_SETTINGS, QrSetting
 from .factorizations.qr import gels, geqrf, lstsq, orgqr, qr
+from .factorizations.svd_settings import BDSQR_SETTINGS, BdsqrSetting
+from .factorizations.bdsqr import bdsqr
+from .factorizations.svd import svd, svdvals
 
 __version__ = "0.1.0"
 
@@ -46,4 +55,6 @@ __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "Poin
            "scal",
            "CHOLESKY_SETTINGS", "CholeskySetting", "cho_factor", "cho_solve", "cholesky", "posv", "potrf",
            "potrs", "GEBRD_SETTINGS", "GebrdSetting", "gebrd", "orgbr",
-           "QR_SETTINGS", "QrSetting", "gels", "geqrf", "lstsq", "orgqr", "qr"]
+           "QR_SETTINGS", "QrSetting", "gels", "geqrf", "lstsq", "orgqr", "qr",
+           "LU_SETTINGS", "LuSetting", "gesv", "getrf", "getrs", "inv", "lu_factor", "lu_solve", "solve",
+           "BDSQR_SETTINGS", "BdsqrSetting", "bdsqr", "svd", "svdvals"]

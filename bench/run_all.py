@@ -20,10 +20,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import gebrd, gemm, gemv, harness, kblas, overhead, posv, qr, trsv, vector  # noqa: E402
+from bench import (gebrd, gemm, gemv, harness, kblas, overhead, posv, qr, solve, svd, trsv,  # noqa: E402
+                   vector)
 
 SCRIPTS = {"gemv": gemv, "gemm": gemm, "kblas": kblas, "trsv": trsv, "vector": vector,
-           "posv": posv, "qr": qr, "gebrd": gebrd, "overhead": overhead}
+           "solve": solve, "posv": posv, "qr": qr, "gebrd": gebrd, "svd": svd, "overhead": overhead}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,134 @@
+// lu.cuh: LU with partial pivoting of ONE matrix held in shared memory, and the
+// solve with its factors.  The batched GETRF/GESV kernels (factorizations/lu.cu)
+// call these on a whole small matrix (fused design) or on one panel of a larger
+// one (blocked design).  Pivot search is bdf::iamax, the triangular solves are
+// bdf::trsv_tile plus bdf::gemv_n updates: no second copy of either here.
+//
+// Matrices are column-major in shared memory: element (i, j) at s[i + j * lds].
+#pragma once
+#include "common.cuh"
+#include "gemv.cuh"
+#include "trsv.cuh"
+#include "vector.cuh"
+
+namespace bdf {
+
+// LAPACK's sfmin (dlamch('S')): the smallest normal number; 1 / sfmin does not overflow.
+template <typename R> struct SafeMin;
+template <> struct SafeMin<float> { static constexpr float value = 1.17549435e-38f; };
+template <> struct SafeMin<double> { static constexpr double value = 2.2250738585072014e-308; };
+
+template <typename T> __device__ __forceinline__ typename real_of<T>::type modulus(T a) {
+  if constexpr (is_complex_v<T>) return abs(a);
+  else return fabs(a);
+}
+
+// Bytes of `work` getf2_tile and getrs_tile need for a group of G threads (0 for G <= 32):
+// iamax's per-warp pairs and gemv_n's G * GEMV_UNROLL partial sums.
+template <typename T> __host__ __device__ constexpr int lu_work_bytes(int group) {
+  return group > 32 ? (group * GEMV_UNROLL * int(sizeof(T)) > vector_work_bytes(group)
+                           ? group * GEMV_UNROLL * int(sizeof(T)) : vector_work_bytes(group))
+                    : 0;
+}
+
+// bdf::getf2_tile: P A = L U of the m x n matrix in shared memory (LAPACK xGETF2,
+// right-looking, one column at a time), in place: L below the diagonal (unit
+// diagonal not stored), U on and above it.
+// Threads:  a ThreadGroup<G>; every thread calls it with the same arguments.  Thread t
+//           owns rows t, t + G, ... in the scale and rank-1 update (a row's update
+//           needs only its own multiplier, so scale and update need no barrier between).
+// Shared:   s (m x n, leading dimension lds) and spiv (min(m, n) ints) owned by the
+//           caller; `work` of lu_work_bytes<T>(G) bytes (null for G <= 32).
+// Sync:     begins with a barrier (the caller's writes to s are then visible); three
+//           barriers per column (after the pivot search, after the row swap, after the
+//           update); ends after a barrier.
+// Memory:   s read and written; spiv[j] = the 0-based row swapped with row j (LAPACK's
+//           ipiv - 1), written by rank 0.
+// Pivots:   bdf::iamax on |re| + |im| (BLAS's IxAMAX: the first largest; NaN counts as
+//           the largest, so a NaN column pivots on its first NaN).
+// Failure:  returns, to every thread, LAPACK's info: the 1-based column of the first
+//           exactly zero pivot, 0 if none.  A zero pivot's column is zero below the
+//           diagonal already; it is neither scaled nor used for an update (a finite
+//           matrix would not change; nothing is divided by zero), and the
+//           factorization goes on with the next column, as LAPACK's does.
+template <int G, typename T>
+__device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* spiv, unsigned char* work) {
+  using R = typename real_of<T>::type;
+  const int kmax = m < n ? m : n;
+  int info = 0;
+  g.sync();
+  for (int j = 0; j < kmax; ++j) {
+    T* col = s + j + (long long)j * lds;
+    const int p = j + iamax<G>(g, m - j, col, 1, work);
+    g.sync();  // every thread is done reading column j before rows j and p move
+    if (g.rank == 0) spiv[j] = p;
+    if (p != j) {
+      for (int c = g.rank; c < n; c += G) {
+        const T t = s[j + (long long)c * lds];
+        s[j + (long long)c * lds] = s[p + (long long)c * lds];
+        s[p + (long long)c * lds] = t;
+      }
+    }
+    g.sync();  // row j (the pivot row) is in place
+    const T piv = *col;
+    if (piv == T(0)) {
+      if (info == 0) info = j + 1;  // uniform: every thread read the same pivot
+      continue;                     // no barrier needed: nothing was written since the last one
+    }
+    // LAPACK scales by the reciprocal unless that would overflow (|pivot| < sfmin).
+    const bool recip = modulus(piv) >= SafeMin<R>::value;
+    const T r = T(1) / piv;
+    for (int i = j + 1 + g.rank; i < m; i += G) {
+      T l = s[i + (long long)j * lds];
+      l = recip ? l * r : l / piv;
+      s[i + (long long)j * lds] = l;
+      for (int c = j + 1; c < n; ++c) s[i + (long long)c * lds] -= l * s[j + (long long)c * lds];
+    }
+    g.sync();  // column j + 1 is updated before its pivot search
+  }
+  return info;
+}
+
+// bdf::getrs_tile: x = U^{-1} L^{-1} x for the n x n factors of getf2_tile in shared
+// memory (the row interchanges are applied by the caller before).
+// Threads:  a ThreadGroup<G>; every thread calls it.  Tiles of W = min(G, 32) unknowns:
+//           each is solved by bdf::trsv_tile on the first W threads after a gemv_n
+//           update (DIM_X = min(G, 32), DIM_Y = G / DIM_X) from the unknowns solved
+//           before it (left-looking, as factorizations/trsv.cu's blocked design).
+// Shared:   lu (ld ldlu) read-only; x (n elements, shared) overwritten; `work` of
+//           lu_work_bytes<T>(G) bytes, as T (null for G <= 32).
+// Sync:     no barrier assumed on entry; ends after a barrier.
+// Memory:   reads the strict lower triangle and the upper triangle of lu.
+// Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
+template <typename T, int G>
+__device__ void getrs_tile(ThreadGroup<G> g, int n, const T* lu, int ldlu, T* x, T* work) {
+  constexpr int W = G < 32 ? G : 32;
+  constexpr int DX = G < 32 ? G : 32, DY = G / DX;
+  g.sync();  // x is filled
+  // L y = x, unit lower, forward
+  for (int r0 = 0; r0 < n; r0 += W) {
+    const int nb = min(W, n - r0);
+    if (r0 > 0) {
+      T* xr = x + r0;
+      gemv_n<T, DX, DY>(g, nb, r0, lu + r0, ldlu, x, 1, false, work, [=](int i, T v) { xr[i] -= v; });
+      g.sync();
+    }
+    if (g.rank < W) trsv_tile<T, W>(g.rank, nb, lu + r0 + (long long)r0 * ldlu, ldlu, OP_N, true, true, x + r0);
+    g.sync();
+  }
+  // U x = y, backward
+  for (int done = 0; done < n; done += W) {
+    const int nb = min(W, n - done);
+    const int r0 = n - done - nb;
+    if (done > 0) {
+      T* xr = x + r0;
+      gemv_n<T, DX, DY>(g, nb, done, lu + r0 + (long long)(r0 + nb) * ldlu, ldlu, x + r0 + nb, 1, false, work,
+                        [=](int i, T v) { xr[i] -= v; });
+      g.sync();
+    }
+    if (g.rank < W) trsv_tile<T, W>(g.rank, nb, lu + r0 + (long long)r0 * ldlu, ldlu, OP_N, false, false, x + r0);
+    g.sync();
+  }
+}
+
+}  // namespace bdf

@@ -1,0 +1,268 @@
+// Batched LU with partial pivoting (GETRF), the fused factor-and-solve (GESV) and
+// the row interchanges of GETRS (LASWP).  One kernel body per design for the three
+// batch layouts (the MatA / Vec / IVec accessors of layouts.cuh).
+//
+// Fused design (getrf_fused_kernel, max(m, n) <= NB, NB <= 64): one thread group of
+//   G threads per matrix (G <= 32: several groups share a block; G = 64: the block).
+//   The whole matrix is loaded into shared memory (NB + 1 leading dimension: odd, so
+//   the row swaps' strided accesses hit distinct banks), factored by bdf::getf2_tile,
+//   written back; with nrhs > 0 every right-hand side is then permuted into shared
+//   memory and solved by bdf::getrs_tile: GESV in one launch, A read once.
+// Blocked design (getrf_blocked_kernel, any n whose panel fits): one block of G threads
+//   per matrix, the matrix in global memory (the output, already holding A), a loop
+//   over panels of NB columns: the panel (all rows below k0) is loaded into shared
+//   memory and factored by bdf::getf2_tile; its interchanges are applied to the
+//   columns left and right of it; U12 = L11^{-1} A12 is solved one column per warp by
+//   bdf::trsv_tile with L11 in shared memory; A22 -= L21 U12 by bdf::gemm_tile tiles
+//   with L21 read from shared memory.
+// LASWP (laswp_kernel): a thread per (matrix, right-hand side) applies the pivots
+//   in order (or in reverse order) to its column.
+#include "common.cuh"
+#include "gemm.cuh"
+#include "layouts.cuh"
+#include "lu.cuh"
+#include "trsv.cuh"
+#include "vector.cuh"
+
+// Launch flags of the fused kernel.
+#define LU_A_TRANS 1   // A's accessor is the transposed (column-major) view of the user's matrix
+#define LU_WRITE_LU 2  // store the factors (solve() needs only X)
+#define LU_WRITE_PIV 4 // store ipiv (1-based)
+
+__host__ __device__ constexpr int lu_fused_block_threads(int group) { return group > 32 ? group : 256; }
+
+// Bytes of one fused group's shared memory: the NB x NB matrix (ld NB + 1), x (NB), the
+// reduction work, and the pivots and the permutation (NB ints each).  The same sum as
+// LuSetting.group_bytes in lu_settings.py.
+template <typename T, int NB, int G> __host__ __device__ constexpr int lu_fused_group_bytes() {
+  return ((NB + 1) * NB * int(sizeof(T)) + NB * int(sizeof(T)) + bdf::lu_work_bytes<T>(G) + 2 * NB * 4 + 15) / 16 *
+         16;
+}
+
+// Item = one matrix.  LU may alias A (overwrite_a: each group reads its whole matrix
+// into shared memory before writing any of it); X may alias B (overwrite_b: each column
+// is read completely before it is written).
+template <class MatA, class Vec, class IVec, int NB, int G>
+__global__ void __launch_bounds__(lu_fused_block_threads(G))
+getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                   int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  constexpr int LD = NB + 1;
+  constexpr int GROUP_BYTES = lu_fused_group_bytes<T, NB, G>();
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = blockDim.x / G;
+  const int group = threadIdx.x / G;
+  // per group: s (LD * NB), sx (NB), work, spiv (NB), sperm (NB)
+  T* s = reinterpret_cast<T*>(smem + (long long)group * GROUP_BYTES);
+  T* sx = s + LD * NB;
+  unsigned char* work = reinterpret_cast<unsigned char*>(sx + NB);
+  int* spiv = reinterpret_cast<int*>(work + bdf::lu_work_bytes<T>(G));
+  int* sperm = spiv + NB;
+  const bdf::ThreadGroup<G> g(threadIdx.x % G);
+  const bool a_trans = flags & LU_A_TRANS;
+
+  for (long long b = (long long)blockIdx.x * groups + group; b < count; b += (long long)gridDim.x * groups) {
+    // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    const int m = a_trans ? A.cols(b) : A.rows(b);
+    const int n = a_trans ? A.rows(b) : A.cols(b);
+    const int kmin = m < n ? m : n;
+    const T* a = A.matrix(b);
+    const long long lda = A.ldim(b);
+    const int total = m * n;
+    if (a_trans) {  // consecutive threads read consecutive elements of a row-major matrix
+      for (int e = g.rank; e < total; e += G) {
+        const int i = e / n, j = e - i * n;
+        s[i + j * LD] = a[j + i * lda];
+      }
+    } else {
+      for (int e = g.rank; e < total; e += G) {
+        const int j = e / m, i = e - j * m;
+        s[i + j * LD] = a[i + j * lda];
+      }
+    }
+    const int fail = bdf::getf2_tile<G>(g, m, n, s, LD, spiv, work);  // begins and ends with a barrier
+    if (g.rank == 0) info[b] = fail;
+    if (flags & LU_WRITE_PIV) {
+      int* p = piv.vector(b);
+      for (int j = g.rank; j < kmin; j += G) p[j * piv.inc] = spiv[j] + 1;
+    }
+    if (flags & LU_WRITE_LU) {  // the output is column-major
+      T* lu = LU.matrix(b);
+      const long long ldl = LU.ldim(b);
+      for (int e = g.rank; e < total; e += G) {
+        const int j = e / m, i = e - j * m;
+        lu[i + j * ldl] = s[i + j * LD];
+      }
+    }
+    if (nrhs > 0) {  // GESV: the launcher guarantees m == n
+      if (g.rank == 0) {  // P as a permutation: row i of P B is row sperm[i] of B
+        for (int i = 0; i < n; ++i) sperm[i] = i;
+        for (int j = 0; j < n; ++j) {
+          const int t = sperm[j];
+          sperm[j] = sperm[spiv[j]];
+          sperm[spiv[j]] = t;
+        }
+      }
+      g.sync();
+      for (int c = 0; c < nrhs; ++c) {
+        const T* bv = B.vector(b) + c * b_col;
+        T* xv = X.vector(b) + c * x_col;
+        if (fail) {  // LAPACK's xGESV does not solve: X = B
+          for (int i = g.rank; i < n; i += G) xv[i * X.inc] = bv[i * B.inc];
+          continue;  // uniform over the group
+        }
+        for (int i = g.rank; i < n; i += G) sx[i] = bv[(long long)sperm[i] * B.inc];
+        bdf::getrs_tile<T, G>(g, n, s, LD, sx, reinterpret_cast<T*>(work));  // begins and ends with a barrier
+        for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
+        g.sync();  // sx is refilled by the next column
+      }
+    }
+    g.sync();  // s, spiv and sperm are refilled by the next matrix
+  }
+}
+
+// Blocked design: gemm tiles of the trailing update (16 x 16 threads, 32 x 32 outputs).
+constexpr int LU_GEMM_DX = 16, LU_GEMM_DY = 16, LU_GEMM_BLK = 32;
+
+// The shared-memory layout of getrf_blocked_kernel for panel leading dimension lds:
+// gemm_tile's sA and sB, the staged U12 block (NB x LU_GEMM_BLK), the panel (lds x NB),
+// the reduction work and the panel's pivots.  The same sums as LuSetting.blocked_bytes
+// in lu_settings.py.
+template <typename T, int NB> struct BlockedSmem {
+  static __host__ __device__ constexpr long long align(long long v) { return (v + 15) / 16 * 16; }
+  static __host__ __device__ constexpr long long gemm_elems() {
+    return bdf::gemm_smem_a<LU_GEMM_BLK, NB>() + bdf::gemm_smem_b<LU_GEMM_BLK, NB>();
+  }
+  static __host__ __device__ constexpr long long u12() { return align(gemm_elems() * sizeof(T)); }
+  static __host__ __device__ constexpr long long panel(int /*lds*/) {
+    return u12() + align((long long)NB * LU_GEMM_BLK * sizeof(T));
+  }
+  static __host__ __device__ constexpr long long work(int lds) {
+    return panel(lds) + align((long long)lds * NB * sizeof(T));
+  }
+  static __host__ __device__ constexpr long long pivots(int lds, int group) {
+    return work(lds) + align(bdf::lu_work_bytes<T>(group));
+  }
+  static __host__ __device__ constexpr long long total(int lds, int group) {
+    return pivots(lds, group) + align(NB * 4);
+  }
+};
+
+// LU holds A on entry (the launcher copied it) and the factors on exit.  lds >= the
+// largest m of the batch: the panel's leading dimension in shared memory.
+template <class MatA, class IVec, int NB, int G>
+__global__ void __launch_bounds__(G)
+getrf_blocked_kernel(MatA LU, IVec piv, int* info, int lds, long long count) {
+  using T = typename MatA::value_type;
+  using SM = BlockedSmem<T, NB>;
+  static_assert(G >= 64 && G % 32 == 0 && G == LU_GEMM_DX * LU_GEMM_DY, "one block per matrix, whole warps");
+  static_assert(NB <= 32, "U12 is solved by one warp per column (bdf::trsv_tile, at most 32 rows)");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sA = reinterpret_cast<T*>(smem);
+  T* sB = sA + bdf::gemm_smem_a<LU_GEMM_BLK, NB>();
+  T* sU = reinterpret_cast<T*>(smem + SM::u12());
+  T* s = reinterpret_cast<T*>(smem + SM::panel(lds));
+  unsigned char* work = smem + SM::work(lds);
+  int* spiv = reinterpret_cast<int*>(smem + SM::pivots(lds, G));
+  const bdf::ThreadGroup<G> g(threadIdx.x);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    const int m = LU.rows(b), n = LU.cols(b);
+    const int kmin = m < n ? m : n;
+    T* a = LU.matrix(b);
+    const long long lda = LU.ldim(b);
+    int* pv = piv.vector(b);
+    int fail = 0;
+    for (int k0 = 0; k0 < kmin; k0 += NB) {
+      const int jb = min(NB, kmin - k0), mp = m - k0;
+      T* panel = a + k0 + (long long)k0 * lda;
+      // 1. the panel, rows k0.. of columns k0 .. k0 + jb, into shared memory and factored
+      for (int e = g.rank; e < mp * jb; e += G) {
+        const int j = e / mp, i = e - j * mp;
+        s[i + (long long)j * lds] = panel[i + j * lda];
+      }
+      const int pf = bdf::getf2_tile<G>(g, mp, jb, s, lds, spiv, work);  // begins and ends with a barrier
+      if (pf && !fail) fail = k0 + pf;
+      for (int e = g.rank; e < mp * jb; e += G) {
+        const int j = e / mp, i = e - j * mp;
+        panel[i + j * lda] = s[i + (long long)j * lds];
+      }
+      for (int j = g.rank; j < jb; j += G) pv[(k0 + j) * piv.inc] = k0 + spiv[j] + 1;
+      // 2. the panel's interchanges on the other columns (LAPACK's two xLASWP calls);
+      //    a thread per column, its swaps in order
+      for (int c = g.rank; c < n - jb; c += G) {
+        T* col = a + (long long)(c < k0 ? c : c + jb) * lda + k0;
+        for (int j = 0; j < jb; ++j) {
+          const int p = spiv[j];
+          if (p != j) {
+            const T t = col[j];
+            col[j] = col[p];
+            col[p] = t;
+          }
+        }
+      }
+      g.sync();  // A12's rows are final, the panel is written back
+      const int n2 = n - k0 - jb, m2 = mp - jb;
+      if (n2 <= 0) continue;  // uniform: no barrier needed before the next panel load (only the panel was written)
+      // 3. U12 = L11^{-1} A12: one warp per column, L11 from shared memory
+      for (int c = warp; c < n2; c += G / 32)
+        bdf::trsv_tile<T, 32>(lane, jb, s, lds, bdf::OP_N, true, true, panel + (long long)(jb + c) * lda);
+      g.sync();  // U12 is written
+      // 4. A22 -= L21 U12 by gemm tiles, a block column of U12 at a time staged in shared
+      //    memory: gemm_tile reads its operands through const __restrict__ pointers (the
+      //    read-only cache path), which must never see this matrix, written in this kernel.
+      //    Both operands come from shared memory (L21 from the panel); each output element
+      //    is written by its owner only.
+      if (m2 > 0) {
+        T* a22 = panel + jb + (long long)jb * lda;
+        const T* u12 = panel + (long long)jb * lda;
+        for (int j0 = 0; j0 < n2; j0 += LU_GEMM_BLK) {
+          const int bn = min(LU_GEMM_BLK, n2 - j0);
+          g.sync();  // the previous block column's tiles no longer read sU
+          for (int e = g.rank; e < jb * bn; e += G) {
+            const int j = e / jb, kk = e - j * jb;
+            sU[kk + j * NB] = u12[kk + (long long)(j0 + j) * lda];
+          }
+          // (gemm_tile begins with a barrier: sU is complete before it is staged)
+          T* out = a22 + (long long)j0 * lda;
+          for (int i0 = 0; i0 < m2; i0 += LU_GEMM_BLK)
+            bdf::gemm_tile<T, LU_GEMM_DX, LU_GEMM_DY, LU_GEMM_BLK, LU_GEMM_BLK, NB>(
+                g, m2, bn, jb, i0, 0, s + jb, lds, bdf::OP_N, sU, NB, bdf::OP_N, sA, sB,
+                [=](int i, int j, T r) { out[i + j * lda] -= r; });
+        }
+        g.sync();  // A22 is updated before the next panel is loaded
+      }
+    }
+    if (g.rank == 0) info[b] = fail;
+    g.sync();  // shared memory is reused by the next matrix
+  }
+}
+
+// X <- P X (reverse == 0: interchanges 0, 1, ... as LAPACK's xLASWP with incx = 1) or
+// P^T X (reverse: the last first).  piv holds 1-based (base = 1) or 0-based (base = 0)
+// rows; a pivot outside [0, n) is ignored (never an out-of-bounds access).  n and the
+// pivot count come from the factors' accessor (square: rows == cols).
+template <class MatA, class Vec, class IVec>
+__global__ void laswp_kernel(MatA LU, Vec X, long long x_col, IVec piv, int base, int reverse, long long count,
+                             int nrhs) {
+  using T = typename MatA::value_type;
+  const long long items = count * nrhs;
+  for (long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+       item += (long long)gridDim.x * blockDim.x) {
+    const long long b = item / nrhs;
+    const int c = int(item - b * nrhs);
+    const int n = LU.rows(b);
+    T* x = X.vector(b) + c * x_col;
+    const int* p = piv.vector(b);
+    for (int s = 0; s < n; ++s) {
+      const int i = reverse ? n - 1 - s : s;
+      const int q = p[i * piv.inc] - base;
+      if (q != i && q >= 0 && q < n) {
+        const T t = x[i * X.inc];
+        x[i * X.inc] = x[(long long)q * X.inc];
+        x[(long long)q * X.inc] = t;
+      }
+    }
+  }
+}

@@ -1,0 +1,133 @@
+"""BDSQR settings as data, the default chooser and the launch plan (the SVD's GPU side).
+
+A ``BdsqrSetting`` picks the thread mapping of ``factorizations/bdsqr.cu``:
+
+``group = 1``  one thread per matrix (singular values only).  The thread runs the
+    scalar QR iteration on d and e kept in shared memory, laid out interleaved
+    (element j of the block's slot g at ``base[j * slots + g]``) so that the
+    threads of a warp touch consecutive words.  ``slots`` threads per block.
+``group = 32`` one warp per matrix (values, or values and vectors).  Lane 0 runs
+    the scalar recurrence and records the rotations of a sweep in shared
+    memory; the 32 lanes then apply them, each to its own rows of u (u <- u G)
+    and its own columns of vt (vt <- G^T vt), streaming along the row/column.
+    ``slots`` warps per block.
+
+``maxitr`` is LAPACK's MAXITR (6): a matrix whose inner QR steps exceed
+``maxitr * k * k`` stops with info = the number of nonzero superdiagonals.  It
+is a kernel argument, not a template one, so any value works with a compiled
+(group, slots); tests force non-convergence with ``maxitr=0``.
+
+Shared memory per slot (k the largest bidiagonal order of the launch, R the
+real type): values ``2 k`` R (d, e); vectors ``6 k`` R (d, e and the left and
+right rotations (c, s) of one sweep) + ``2 k`` int (sign flips, sort swaps) +
+4 int (the sweep's descriptor), rounded to 16 bytes.  Blocks stay under 48 KiB
+when they can (``slots`` shrinks), and a slot that alone exceeds the device's
+opt-in limit is a ValueError: k <= 4,700 (double, vectors) on an H100, far
+beyond the issue's 512.  Planning is pure: the CPU tests check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOFT_SMEM = 48 * 1024   # above this a kernel must opt in; several blocks per SM below it
+MAXITR = 6              # LAPACK xBDSQR's MAXITR
+MAX_THREADS = 256       # __launch_bounds__ of bdsqr_kernel
+
+
+def _align16(nbytes: int) -> int:
+    return -(-nbytes // 16) * 16
+
+
+@dataclass(frozen=True)
+class BdsqrSetting:
+    """``group`` threads per matrix (1 or 32), at most ``slots`` matrices per block,
+    ``maxitr`` (LAPACK's MAXITR: at most maxitr * k^2 inner QR steps)."""
+
+    group: int
+    slots: int
+    maxitr: int = MAXITR
+
+    @property
+    def threads_max(self) -> int:
+        return self.group * self.slots
+
+    def slot_bytes(self, k: int, itemsize: int, vectors: bool) -> int:
+        """Shared memory of one matrix; the same sum as bdsqr_kernel's layout."""
+        k = max(k, 1)
+        if not vectors:
+            return 2 * k * itemsize
+        return _align16(6 * k * itemsize + (2 * k + 4) * 4)
+
+    def template_args(self) -> str:
+        return str(self.group)
+
+    def __str__(self) -> str:
+        kind = "thread" if self.group == 1 else "warp"
+        extra = "" if self.maxitr == MAXITR else f"_maxitr{self.maxitr}"
+        return f"bdsqr_{kind}x{self.slots}{extra}"
+
+
+# Every (group) a launcher may pick is a registered instantiation; slots and maxitr are run-time.
+BDSQR_SETTINGS = (
+    BdsqrSetting(1, 128), BdsqrSetting(1, 32),    # a thread per matrix (values only)
+    BdsqrSetting(32, 4), BdsqrSetting(32, 1),     # a warp per matrix (values, or with vectors)
+)
+GROUPS = (1, 32)
+
+
+def choose_bdsqr_setting(k: int, vectors: bool, count: int = 1, multiprocessors: int = 132) -> BdsqrSetting:
+    """Default setting for the largest bidiagonal order ``k`` of a launch.
+
+    Vectors need a warp (the lanes apply the rotations).  Values alone: a
+    thread per matrix, since the recurrence is scalar; when the batch is too
+    small to give every SM a few warps of matrices (fewer than 4 * 32 per SM)
+    and k is large, a warp per matrix costs the same latency per matrix and
+    keeps more blocks resident.  First guesses until ``bench/svd.py --sweep``
+    has measured the switch-over.
+    """
+    if vectors:
+        return BdsqrSetting(32, 4)
+    if k > 128 and count < 4 * 32 * multiprocessors:
+        return BdsqrSetting(32, 4)
+    return BdsqrSetting(1, 128)
+
+
+@dataclass(frozen=True)
+class BdsqrPlan:
+    grid: int
+    block: int
+    smem: int
+    slots: int
+
+
+def plan_bdsqr(setting: BdsqrSetting, k_max: int, itemsize: int, count: int, vectors: bool,
+               smem_limit: int) -> BdsqrPlan:
+    """Grid, block and dynamic shared memory of one launch (pure: testable on the CPU).
+
+    ``itemsize`` is the REAL type's (4 or 8).  Fewer slots than the setting's
+    are launched when their shared memory would pass 48 KiB (or when the batch
+    is smaller); one slot over the device's limit is a ValueError.
+    """
+    if vectors and setting.group != 32:
+        raise ValueError(f"setting {setting}: vectors need a warp per matrix (group=32)")
+    per_slot = setting.slot_bytes(k_max, itemsize, vectors)
+    if per_slot > smem_limit:
+        raise ValueError(f"setting {setting} needs {per_slot} bytes of shared memory per matrix for "
+                         f"k = {k_max} (the device allows {smem_limit})")
+    slots = max(1, min(setting.slots, SOFT_SMEM // per_slot, max(count, 1)))
+    grid = max(1, min(-(-count // slots), 2**31 - 1))
+    return BdsqrPlan(grid, slots * setting.group, _align16(slots * per_slot), slots)
+
+
+def check_bdsqr_setting(setting) -> None:
+    if setting is None:
+        return
+    if not isinstance(setting, BdsqrSetting):
+        raise TypeError(f"setting must be a BdsqrSetting or None, got {type(setting).__name__}")
+    if setting.group not in GROUPS:
+        raise ValueError(f"setting {setting!r}: group must be one of {GROUPS}")
+    if not isinstance(setting.slots, int) or not 1 <= setting.slots <= MAX_THREADS // setting.group:
+        raise ValueError(f"setting {setting!r}: slots must be an int in [1, {MAX_THREADS // setting.group}]")
+    if not isinstance(setting.maxitr, int) or setting.maxitr < 0:
+        raise ValueError(f"setting {setting!r}: maxitr must be a non-negative int")

@@ -1,0 +1,717 @@
+"""Batched LU (getrf, getrs, gesv, lu_factor, lu_solve, solve, inv) the LAPACK way.
+
+Every test body runs on NumPy (the CPU backend) and on CuPy (the GPU, skipped
+without one) through the ``xp`` fixture.  GPU bodies run with every registered
+LuSetting forced (a fused setting too small for the drawn size must raise) and
+with the default chooser; the CPU backend has one path and runs the default.
+Sizes: up to 24 on the CPU (fast), up to 200 on the GPU (both designs, every
+panel and tile edge).  Results are new arrays: on the GPU the memory pool is
+poisoned with NaN first (``poison_pool``), so an element never written shows up.
+
+Ratios (LAPACK's testers, threshold 30), computed in float64 / complex128:
+  factorization  ||P A - L U||_1 / (max(m, n) ||A||_1 eps)          (xGET01)
+  solve          ||B - op(A) X||_1 / (||op(A)||_1 ||X||_1 n eps)    (xGET02, per column)
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
+                                       solve)
+from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, LuSetting,
+                                                choose_lu_setting, plan_lu)
+from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
+from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
+
+THRESHOLD = 30
+SETTINGS_UNDER_TEST = [*LU_SETTINGS, None]
+# Fused tile edges (4, 8, 16, 32, 64), the blocked panels (8, 16, 32) and GEMM tiles (32), both sides.
+GPU_EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64, 65, 96, 97, 128, 129, 150, 200)
+CPU_EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
+KINDS = ("rand", "dominant", "ill", "scaled_ufl", "scaled_ofl")
+
+
+# --- matrices and ratios -----------------------------------------------------------------
+
+
+def _wide(a):
+    a = np.asarray(a)
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
+def _eps(dtype):
+    return float(np.finfo(np.dtype(dtype)).eps)
+
+
+def lu_matrix(rng, batch, m, n, dtype, kind):
+    """(batch..., m, n) matrices of ``kind`` (MAGMA-tester style names):
+    rand: N(0, 1); dominant: rand plus (n + 1) on the diagonal; ill: U diag(s) V^H
+    with s geometric from 1 to 1e-12 (cond 1e12); scaled_ufl / scaled_ofl: rand
+    scaled near underflow / overflow of ``dtype``."""
+    dtype = np.dtype(dtype)
+    A = random_array(rng, (*batch, m, n), np.complex128 if dtype.kind == "c" else np.float64)
+    k = min(m, n)
+    if kind == "dominant":
+        A[..., np.arange(k), np.arange(k)] += n + 1
+    elif kind == "ill" and k:
+        U, _ = np.linalg.qr(random_array(rng, (*batch, m, k), A.dtype))
+        V, _ = np.linalg.qr(random_array(rng, (*batch, n, k), A.dtype))
+        s = np.geomspace(1.0, 1e-12, k)
+        A = (U * s) @ np.swapaxes(V, -1, -2).conj()
+    elif kind in ("scaled_ufl", "scaled_ofl"):
+        fi = np.finfo(dtype)
+        A = A * (float(fi.tiny) * 2**20 if kind == "scaled_ufl" else float(fi.max) / 2**20 / max(m, n, 1))
+    return A.astype(dtype)
+
+
+def permute_rows(A, ipiv):
+    """P A for LAPACK's 1-based interchanges ipiv (..., k): rows i and ipiv[i] - 1 swap in order."""
+    PA = np.array(A, copy=True)
+    flatA = PA.reshape(-1, *PA.shape[-2:])
+    flatp = np.asarray(ipiv).reshape(-1, ipiv.shape[-1])
+    for a, p in zip(flatA, flatp):
+        for i, q in enumerate(p):
+            a[[i, q - 1]] = a[[q - 1, i]]
+    return PA
+
+
+def factor_ratio(A, lu, ipiv):
+    """max over the batch of ||P A - L U||_1 / (max(m, n) ||A||_1 eps) (LAPACK's xGET01)."""
+    lu = np.asarray(lu)
+    eps = _eps(lu.dtype)
+    m, n = A.shape[-2:]
+    if m == 0 or n == 0 or A.size == 0:
+        return 0.0
+    k = min(m, n)
+    W = _wide(lu)
+    L = np.tril(W[..., :, :k], -1) + np.eye(m, k)
+    U = np.triu(W[..., :k, :])
+    PA = permute_rows(_wide(A), np.asarray(ipiv))
+    with np.errstate(all="ignore"):
+        R = np.abs(PA - L @ U).sum(axis=-2).max(axis=-1)
+        anorm = np.abs(_wide(A)).sum(axis=-2).max(axis=-1)
+        ratio = R / (np.maximum(anorm, np.finfo(np.float64).tiny) * max(m, n) * eps)
+    ratio = np.where(np.isfinite(W).all(axis=(-2, -1)), ratio, np.inf)
+    return float(np.max(ratio))
+
+
+def solve_ratio(A, X, B, trans="N"):
+    """max over matrices and columns of ||b - op(A) x||_1 / (||op(A)||_1 ||x||_1 n eps) (xGET02).
+    A (..., n, n), X and B (..., n, k) broadcast to one batch."""
+    X = np.asarray(X)
+    eps = _eps(X.dtype)
+    n = A.shape[-1]
+    if n == 0 or X.size == 0:
+        return 0.0
+    Aw = _wide(A)
+    t = {0: "N", 1: "T", 2: "C"}.get(trans, str(trans).upper())
+    opA = Aw if t == "N" else (np.swapaxes(Aw, -1, -2).conj() if t == "C" else np.swapaxes(Aw, -1, -2))
+    Xw, Bw = _wide(X), _wide(B)
+    with np.errstate(all="ignore"):
+        R = np.abs(Bw - opA @ Xw).sum(axis=-2)
+        xnorm = np.abs(Xw).sum(axis=-2)
+        anorm = np.abs(opA).sum(axis=-2).max(axis=-1)[..., None]
+        ratio = R / (np.maximum(anorm * xnorm, np.finfo(np.float64).tiny) * n * eps)
+    ratio = np.where(np.isfinite(Xw).all(axis=-2), ratio, np.inf)
+    return float(np.max(ratio))
+
+
+def sizes_for(xp):
+    if xp is np:
+        return st.one_of(st.sampled_from(CPU_EDGES), st.integers(0, 24))
+    return st.one_of(st.sampled_from(GPU_EDGES), st.integers(0, 200))
+
+
+def too_small(setting, m, n):
+    return setting is not None and setting.fused and max(m, n) > setting.nb
+
+
+# --- factorization -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(data=st.data())
+@SETTINGS
+def test_getrf_residual(xp, setting, data):
+    gpu_only_setting(xp, setting)
+    m = data.draw(sizes_for(xp), "m")
+    n = data.draw(st.one_of(st.just(m), sizes_for(xp)), "n")
+    batch = data.draw(st.sampled_from([(), (0,), (1,), (3,), (2, 3)]), "batch")
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    kind = data.draw(st.sampled_from(KINDS), "kind")
+    layout = data.draw(st.sampled_from(MATRIX_LAYOUTS), "layout")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    A = lu_matrix(rng, batch, m, n, dtype, kind)
+    Ad = arrange(xp, A, layout)
+    before = snapshot(Ad)
+    if too_small(setting, m, n):
+        with pytest.raises(ValueError, match="takes matrices up to"):
+            getrf(Ad, setting=setting)
+        return
+    poison_pool(xp, A.nbytes)
+    lu, ipiv, info = getrf(Ad, setting=setting)
+    assert isinstance(lu, xp.ndarray) and lu.dtype == dtype and tuple(lu.shape) == A.shape
+    assert ipiv.dtype == np.int32 and tuple(ipiv.shape) == (*batch, min(m, n))
+    assert info.dtype == np.int32 and tuple(info.shape) == batch
+    assert not np.any(to_np(info)), (kind, to_np(info))
+    p = to_np(ipiv)
+    assert np.all((p >= np.arange(1, min(m, n) + 1)) & (p <= m)), "LAPACK's ipiv[i] lies in [i + 1, m]"
+    r = factor_ratio(A, to_np(lu), p)
+    assert r <= THRESHOLD, (r, m, n, batch, str(dtype), kind, layout)
+    assert_unchanged((Ad,), before)
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=str)
+def test_pivots_and_factors_match_lapack(xp, setting, dtype):
+    """ipiv equals scipy.linalg.lapack's xGETRF on random data (distinct pivots), lu agrees."""
+    gpu_only_setting(xp, setting)
+    rng = rng_for("lapack", str(np.dtype(dtype)), str(setting))
+    shapes = [(n, n) for n in (1, 2, 5, 8, 13, 16)] + [(9, 5), (5, 9)]
+    if xp is not np:
+        shapes += [(n, n) for n in (31, 33, 64, 65, 100, 150)] + [(120, 70), (70, 120)]
+    getrf_lapack = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=dtype)
+    for m, n in shapes:
+        if too_small(setting, m, n):
+            continue
+        A = lu_matrix(rng, (4,), m, n, dtype, "rand")
+        lu, ipiv, info = getrf(to_xp(xp, A), setting=setting)
+        for b in range(4):
+            ref_lu, ref_piv, ref_info = getrf_lapack(A[b])
+            np.testing.assert_array_equal(to_np(ipiv)[b], ref_piv + 1, err_msg=f"{m}x{n} matrix {b}")
+            np.testing.assert_allclose(to_np(lu)[b], ref_lu, rtol=1e-9, atol=1e-9 * np.abs(ref_lu).max())
+            assert int(to_np(info)[b]) == ref_info == 0
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_design_edge(xp, setting, dtype):
+    """Sizes on both sides of every fused NB, panel width and GEMM tile; square and rectangular."""
+    gpu_only_setting(xp, setting)
+    rng = rng_for("edges", str(dtype), str(setting))
+    sizes = CPU_EDGES if xp is np else GPU_EDGES
+    for n in sizes:
+        for m in {n, max(n - 3, 0), n + 5}:
+            if too_small(setting, m, n):
+                continue
+            A = lu_matrix(rng, (3,), m, n, dtype, "rand")
+            poison_pool(xp, A.nbytes)
+            lu, ipiv, info = getrf(arrange(xp, A, "F" if (m + n) % 2 else "C"), setting=setting)
+            r = factor_ratio(A, to_np(lu), to_np(ipiv))
+            assert r <= THRESHOLD, (m, n, r)
+
+
+# --- solves ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(data=st.data())
+@SETTINGS
+def test_gesv_and_solve_residual(xp, setting, data):
+    gpu_only_setting(xp, setting)
+    n = data.draw(sizes_for(xp), "n")
+    batch_a, batch_b = data.draw(broadcast_pair(), "batches")
+    dt_a = data.draw(st.sampled_from(DTYPES), "dtype A")
+    dt_b = data.draw(st.sampled_from([d for d in DTYPES if d.kind == dt_a.kind]), "dtype B")
+    kind = data.draw(st.sampled_from(KINDS), "kind")
+    form = data.draw(st.sampled_from(("vectors", "one", "matrix")), "form")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    A = lu_matrix(rng, batch_a, n, n, dt_a, kind)
+    if form == "vectors":
+        B = random_array(rng, A.shape[:-1], dt_b)
+    elif form == "one":
+        B = random_array(rng, (n,), dt_b)
+    else:
+        B = random_array(rng, (*batch_b, n, data.draw(st.integers(0, 5), "k")), dt_b)
+    vectors = form != "matrix"
+    Ad = arrange(xp, A, data.draw(st.sampled_from(MATRIX_LAYOUTS), "layout A"))
+    Bd = arrange(xp, B, data.draw(st.sampled_from(VECTOR_LAYOUTS if vectors else MATRIX_LAYOUTS), "layout B"),
+                 1 if vectors else 2)
+    before = snapshot(Ad, Bd)
+    if too_small(setting, n, n):
+        with pytest.raises(ValueError):
+            gesv(Ad, Bd, setting=setting)
+        return
+    dtype = np.result_type(dt_a, dt_b)
+    Bm = B[..., None] if vectors else B
+    batch = np.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
+    out_shape = (*batch, n) if vectors else (*batch, *B.shape[-2:])
+    poison_pool(xp, int(np.prod(out_shape)) * dtype.itemsize)
+    lu, ipiv, X, info = gesv(Ad, Bd, setting=setting)
+    assert X.dtype == dtype and tuple(X.shape) == out_shape and tuple(info.shape) == batch
+    assert tuple(lu.shape) == (*batch, n, n) and tuple(ipiv.shape) == (*batch, n)
+    assert not np.any(to_np(info))
+    Xm = to_np(X)[..., None] if vectors else to_np(X)
+    Af = np.broadcast_to(A, (*batch, n, n))
+    Bf = np.broadcast_to(Bm, (*batch, *Bm.shape[-2:]))
+    r = solve_ratio(Af, Xm, Bf)
+    assert r <= THRESHOLD, (r, n, kind, str(dtype))
+    assert factor_ratio(Af.astype(dtype), to_np(lu), to_np(ipiv)) <= THRESHOLD
+    # solve() (the default setting): the same X as gesv with the default, bit for bit
+    x2 = solve(Ad, Bd)
+    if setting is None:
+        np.testing.assert_array_equal(to_np(x2), to_np(X))
+    else:
+        assert solve_ratio(Af, to_np(x2)[..., None] if vectors else to_np(x2), Bf) <= THRESHOLD
+    # getrf with the same setting factors exactly as gesv did; getrs solves with it
+    lu1, ipiv1, _ = getrf(xp.broadcast_to(Ad.astype(dtype), (*batch, n, n)), setting=setting)
+    np.testing.assert_array_equal(to_np(ipiv1), to_np(ipiv))
+    X3, info3 = getrs(lu1, ipiv1, Bd)
+    assert solve_ratio(Af, to_np(X3)[..., None] if vectors else to_np(X3), Bf) <= THRESHOLD
+    assert not np.any(to_np(info3))
+    assert_unchanged((Ad, Bd), before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", ["N", "T", "C", "n", "t", "c", 0, 1, 2])
+def test_getrs_and_lu_solve_transposes(xp, dtype, trans):
+    rng = rng_for("trans", str(dtype), str(trans))
+    sizes = (1, 3, 8, 17) if xp is np else (1, 3, 8, 17, 33, 64, 65, 130)
+    for n in sizes:
+        A = lu_matrix(rng, (5,), n, n, dtype, "rand")
+        B = random_array(rng, (5, n, 3), dtype)
+        Ad = to_xp(xp, A)
+        lu, ipiv, _ = getrf(Ad)
+        poison_pool(xp, B.nbytes)
+        X, info = getrs(lu, ipiv, to_xp(xp, B), trans=trans)
+        assert solve_ratio(A, to_np(X), B, trans) <= THRESHOLD, (n, trans)
+        assert tuple(info.shape) == (5,) and not np.any(to_np(info))
+        lu2, piv = lu_factor(Ad)
+        np.testing.assert_array_equal(to_np(piv), to_np(ipiv) - 1)
+        x = lu_solve((lu2, piv), to_xp(xp, B[:, :, 0]), trans=trans)   # a batch of vectors
+        assert solve_ratio(A, to_np(x)[..., None], B[:, :, :1], trans) <= THRESHOLD
+
+
+@pytest.mark.parametrize("trans", "NTC")
+def test_getrs_broadcasts_one_factorization(xp, trans):
+    """Factors of one matrix (n, n) with right-hand sides (4, n, 2); factors (3, 1, n, n)
+    with right-hand sides (4, n): batch dimensions broadcast like numpy.matmul."""
+    rng = rng_for("broadcast", trans)
+    n = 6 if xp is np else 70
+    A = lu_matrix(rng, (), n, n, np.complex128, "rand")
+    B = random_array(rng, (4, n, 2), np.complex128)
+    lu, ipiv, _ = getrf(to_xp(xp, A))
+    X, info = getrs(lu, ipiv, to_xp(xp, B), trans=trans)
+    assert X.shape == (4, n, 2) and info.shape == (4,)
+    assert solve_ratio(np.broadcast_to(A, (4, n, n)), to_np(X), B, trans) <= THRESHOLD
+    A3 = lu_matrix(rng, (3, 1), n, n, np.float64, "rand")
+    b = random_array(rng, (4, n), np.float64)
+    lu, ipiv, _ = getrf(to_xp(xp, A3))
+    X, info = getrs(lu, ipiv, to_xp(xp, b[:, :, None]), trans=trans)
+    assert X.shape == (3, 4, n, 1) and info.shape == (3, 4)
+    assert solve_ratio(np.broadcast_to(A3, (3, 4, n, n)), to_np(X), np.broadcast_to(b[:, :, None], (3, 4, n, 1)),
+                       trans) <= THRESHOLD
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=str)
+def test_lu_factor_and_lu_solve_match_scipy(xp, dtype):
+    rng = rng_for("scipy", str(np.dtype(dtype)))
+    for n in (1, 4, 11, 30):
+        A = lu_matrix(rng, (3,), n, n, dtype, "dominant")
+        b = random_array(rng, (3, n), dtype)
+        lu, piv = lu_factor(to_xp(xp, A))
+        for i in range(3):
+            ref_lu, ref_piv = scipy.linalg.lu_factor(A[i])
+            np.testing.assert_array_equal(to_np(piv)[i], ref_piv)
+            np.testing.assert_allclose(to_np(lu)[i], ref_lu, rtol=1e-10, atol=1e-12 * np.abs(ref_lu).max())
+            for trans in (0, 1, 2):
+                ref = scipy.linalg.lu_solve((ref_lu, ref_piv), b[i], trans=trans)
+                got = to_np(lu_solve((lu, piv), to_xp(xp, b), trans=trans))[i]
+                np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_inv(xp, dtype):
+    rng = rng_for("inv", str(dtype))
+    sizes = (0, 1, 2, 5, 9) if xp is np else (0, 1, 2, 5, 9, 32, 64, 65, 120)
+    for n in sizes:
+        A = lu_matrix(rng, (2, 3), n, n, dtype, "rand")
+        poison_pool(xp, A.nbytes)
+        Ai = inv(arrange(xp, A, "C"))
+        assert Ai.dtype == dtype and Ai.shape == A.shape
+        eye = np.broadcast_to(np.eye(n), A.shape)
+        assert solve_ratio(A, to_np(Ai), eye) <= THRESHOLD, n
+
+
+def test_mixed_precision_promotes(xp):
+    rng = rng_for("mixed")
+    A = lu_matrix(rng, (3,), 6, 6, np.float32, "dominant")
+    b = random_array(rng, (3, 6), np.float64)
+    x = solve(to_xp(xp, A), to_xp(xp, b))
+    assert x.dtype == np.float64
+    assert solve_ratio(A, to_np(x)[..., None], b[..., None]) <= THRESHOLD
+    Ac = lu_matrix(rng, (3,), 6, 6, np.complex64, "dominant")
+    x = solve(to_xp(xp, Ac), to_xp(xp, b.astype(np.complex128)))
+    assert x.dtype == np.complex128
+
+
+# --- numerical failure -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 6, 40, 100])
+def test_exactly_singular_at_a_chosen_column(xp, setting, dtype, n):
+    """Column k-1 zero (earlier columns generic): U[k-1, k-1] == 0 exactly, info = k;
+    the factorization completes; other matrices are untouched by the failure."""
+    gpu_only_setting(xp, setting)
+    if xp is np and n > 40:
+        pytest.skip("CPU sizes stay small")
+    if too_small(setting, n, n):
+        pytest.skip("setting too small for n")
+    rng = rng_for("singular", str(dtype), n, str(setting))
+    count = 7
+    A = lu_matrix(rng, (count,), n, n, dtype, "rand")
+    cols = {1: n, 4: 1, 5: (n + 1) // 2}
+    for b, k in cols.items():
+        A[b, :, k - 1] = 0
+    B = random_array(rng, (count, n, 2), dtype)
+    Ad, Bd = to_xp(xp, A), to_xp(xp, B)
+    expected = np.zeros(count, np.int32)
+    for b, k in cols.items():
+        expected[b] = k
+    lu, ipiv, info = getrf(Ad, setting=setting)
+    np.testing.assert_array_equal(to_np(info), expected)
+    assert factor_ratio(A, to_np(lu), to_np(ipiv)) <= THRESHOLD   # completed, as LAPACK
+    poison_pool(xp, B.nbytes)
+    lu, ipiv, X, info = gesv(Ad, Bd, setting=setting)
+    np.testing.assert_array_equal(to_np(info), expected)
+    X = to_np(X)
+    bad = expected > 0
+    np.testing.assert_array_equal(X[bad], B[bad])   # LAPACK's xGESV leaves B
+    assert solve_ratio(A[~bad], X[~bad], B[~bad]) <= THRESHOLD
+    with pytest.raises(np.linalg.LinAlgError, match=r"\[1, 4, 5\]"):
+        solve(Ad, Bd)
+    with pytest.raises(np.linalg.LinAlgError, match=r"\[1, 4, 5\]"):
+        inv(Ad)
+    x, info = solve(Ad, Bd, check=False)
+    np.testing.assert_array_equal(to_np(info), expected)
+    _, info = inv(Ad, check=False)
+    np.testing.assert_array_equal(to_np(info), expected)
+    with pytest.warns(scipy.linalg.LinAlgWarning, match=r"\[1, 4, 5\]"):
+        lu_factor(Ad)
+    lu, piv, info = lu_factor(Ad, check=False)
+    np.testing.assert_array_equal(to_np(info), expected)
+
+
+def test_singular_rectangular_and_zero_matrices(xp):
+    rng = rng_for("rect-singular")
+    A = lu_matrix(rng, (3,), 9, 5, np.float64, "rand")
+    A[0, :, 2] = 0
+    A[2] = 0
+    _, _, info = getrf(to_xp(xp, A))
+    np.testing.assert_array_equal(to_np(info), [3, 0, 1])
+    Z = np.zeros((2, 4, 4))
+    lu, ipiv, info = getrf(to_xp(xp, Z))
+    np.testing.assert_array_equal(to_np(info), [1, 1])
+    np.testing.assert_array_equal(to_np(lu), Z)        # nothing divided by zero: no NaN
+    np.testing.assert_array_equal(to_np(ipiv), [[1, 2, 3, 4]] * 2)
+
+
+def test_linalgerror_names_index_tuples_and_single_matrices(xp):
+    rng = rng_for("tuples")
+    A = lu_matrix(rng, (2, 3), 5, 5, np.float64, "dominant")
+    A[1, 2, :, 3] = 0
+    A[0, 0, :, 0] = 0
+    b = random_array(rng, (2, 3, 5), np.float64)
+    with pytest.raises(np.linalg.LinAlgError) as err:
+        solve(to_xp(xp, A), to_xp(xp, b))
+    assert "(0, 0)" in str(err.value) and "(1, 2)" in str(err.value)
+    with pytest.raises(np.linalg.LinAlgError, match="at 1-based column 4"):
+        solve(to_xp(xp, A[1, 2]), to_xp(xp, b[1, 2]))
+    with pytest.raises(np.linalg.LinAlgError, match="at 1-based column 4"):
+        inv(to_xp(xp, A[1, 2]))
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [8, 50, 90])
+def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
+    gpu_only_setting(xp, setting)
+    if xp is np and n > 8:
+        pytest.skip("CPU sizes stay small")
+    if too_small(setting, n, n):
+        pytest.skip("setting too small for n")
+    rng = rng_for("nan", str(dtype), n, str(setting))
+    count = 6
+    A = lu_matrix(rng, (count,), n, n, dtype, "dominant")
+    A[2, n - 1, 0] = np.nan
+    A[4, n // 2, n // 2] = np.inf
+    B = random_array(rng, (count, n), dtype)
+    lu, ipiv, X, info = gesv(to_xp(xp, A), to_xp(xp, B), setting=setting)
+    X, lu = to_np(X), to_np(lu)
+    assert not np.all(np.isfinite(X[2]))   # the Inf matrix's X may be finite (an Inf pivot gives x_i = 0)
+    keep = np.isin(np.arange(count), [2, 4], invert=True)
+    assert np.all(np.isfinite(X[keep])) and np.all(np.isfinite(lu[keep]))
+    assert solve_ratio(A[keep], X[keep][..., None], B[keep][..., None]) <= THRESHOLD
+    assert not np.any(to_np(info)[keep])
+
+
+# --- big batches and empty ones ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", [None, FUSED_SETTINGS[1], FUSED_SETTINGS[3], BLOCKED_SETTINGS[0]], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
+def test_many_small_systems(xp, setting, dtype):
+    """70,000 8x8 systems on the GPU (more than 65,535 blocks); 500 on the CPU."""
+    gpu_only_setting(xp, setting)
+    count = 500 if xp is np else 70_000
+    rng = rng_for("many", str(np.dtype(dtype)), str(setting))
+    A = lu_matrix(rng, (count,), 8, 8, dtype, "rand")
+    B = random_array(rng, (count, 8), dtype)
+    poison_pool(xp, B.nbytes)
+    lu, ipiv, X, info = gesv(to_xp(xp, A), to_xp(xp, B), setting=setting)
+    assert solve_ratio(A, to_np(X)[..., None], B[..., None]) <= THRESHOLD
+    assert factor_ratio(A, to_np(lu), to_np(ipiv)) <= THRESHOLD
+    x = solve(to_xp(xp, A), to_xp(xp, B))
+    assert solve_ratio(A, to_np(x)[..., None], B[..., None]) <= THRESHOLD
+    if setting is None:
+        np.testing.assert_array_equal(to_np(x), to_np(X))
+
+
+def test_empty_batches_and_sizes(xp):
+    for a_shape, b_shape, x_shape in (((0, 4, 4), (0, 4), (0, 4)), ((3, 0, 0), (3, 0), (3, 0)),
+                                      ((2, 5, 5), (2, 5, 0), (2, 5, 0)), ((5, 5), (5,), (5,)),
+                                      ((0, 0), (0, 3), (0, 3))):
+        A = np.eye(a_shape[-1]) * 2 + np.zeros(a_shape)
+        lu, ipiv, X, info = gesv(to_xp(xp, A), to_xp(xp, np.ones(b_shape)))
+        assert tuple(X.shape) == x_shape and tuple(info.shape) == a_shape[:-2]
+        assert tuple(lu.shape) == a_shape and tuple(ipiv.shape) == a_shape[:-1]
+        x, info = solve(to_xp(xp, A), to_xp(xp, np.ones(b_shape)), check=False)
+        assert tuple(x.shape) == x_shape
+        if X.size:
+            np.testing.assert_allclose(to_np(X), 0.5)
+    lu, ipiv, info = getrf(to_xp(xp, np.ones((2, 0, 3))))
+    assert lu.shape == (2, 0, 3) and ipiv.shape == (2, 0) and to_np(info).tolist() == [0, 0]
+    assert inv(to_xp(xp, np.ones((4, 0, 0)))).shape == (4, 0, 0)
+
+
+def test_overwrite_flags(xp):
+    rng = rng_for("overwrite")
+    A = lu_matrix(rng, (3,), 6, 6, np.float64, "dominant")
+    B = random_array(rng, (3, 6, 2), np.float64)
+    Ad, Bd = arrange(xp, A, "F"), arrange(xp, B, "C")
+    before = snapshot(Ad, Bd)
+    lu, ipiv, X, info = gesv(Ad, Bd)
+    assert_unchanged((Ad, Bd), before)   # the default never writes the inputs
+    lu2, ipiv2, X2, info2 = gesv(Ad, Bd, overwrite_a=True, overwrite_b=True)
+    assert lu2 is Ad and X2 is Bd
+    np.testing.assert_array_equal(to_np(lu2), to_np(lu))
+    np.testing.assert_array_equal(to_np(X2), to_np(X))
+    Af = arrange(xp, A, "F")
+    lu3, _, _ = getrf(Af, overwrite_a=True)
+    assert lu3 is Af
+    np.testing.assert_array_equal(to_np(lu3), to_np(lu))
+    # a dtype that is not the result's is never written
+    A32 = to_xp(xp, A.astype(np.float32))
+    b32 = snapshot(A32)
+    gesv(A32, to_xp(xp, B), overwrite_a=True)
+    assert_unchanged((A32,), b32)
+
+
+# --- lists: pointer arrays and variable sizes --------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@given(data=st.data())
+@SETTINGS
+def test_lists(xp, setting, data):
+    """Equal shapes make a PointerBatch, mixed ones a VariableBatch; results are lists."""
+    gpu_only_setting(xp, setting)
+    top = 12 if xp is np else 150
+    ns = data.draw(st.lists(st.integers(0, top), min_size=0, max_size=6), "ns")
+    if data.draw(st.booleans(), "equal"):
+        ns = [ns[0]] * len(ns) if ns else ns
+    k = data.draw(st.sampled_from([0, 1, 3]), "k")   # 0: vectors
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    orders = data.draw(st.lists(st.sampled_from("CF"), min_size=6, max_size=6), "orders")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    As = [lu_matrix(rng, (), n, n, dtype, "rand") for n in ns]
+    Bs = [random_array(rng, (n,) if k == 0 else (n, k), dtype) for n in ns]
+    Ad = [arrange(xp, a, orders[i]) for i, a in enumerate(As)]
+    before = snapshot(*Ad)
+    if ns and too_small(setting, max(ns), max(ns)):
+        with pytest.raises(ValueError):
+            gesv(Ad, to_xp(xp, Bs), setting=setting)
+        return
+    lus, pivs, Xs, info = gesv(Ad, to_xp(xp, Bs), setting=setting)
+    assert isinstance(Xs, list) and isinstance(lus, list) and isinstance(pivs, list)
+    assert len(Xs) == len(ns) and tuple(info.shape) == (len(ns),) and not np.any(to_np(info))
+    for a, b, x, lu, p in zip(As, Bs, Xs, lus, pivs):
+        x = to_np(x)
+        assert x.shape == b.shape
+        cols = (b.shape[0], 1 if k == 0 else k)
+        assert solve_ratio(a, x.reshape(cols), b.reshape(cols)) <= THRESHOLD
+        assert factor_ratio(a, to_np(lu), to_np(p)) <= THRESHOLD
+    lus2, pivs2, info2 = getrf(Ad, setting=setting)
+    for lu, lu2 in zip(lus, lus2):
+        np.testing.assert_array_equal(to_np(lu), to_np(lu2))
+    trans = data.draw(st.sampled_from("NTC"), "trans")
+    Xs2, info2 = getrs(lus2, pivs2, to_xp(xp, Bs), trans=trans)
+    assert len(Xs2) == len(ns) and not np.any(to_np(info2))
+    for a, b, x in zip(As, Bs, Xs2):
+        cols = (b.shape[0], 1 if k == 0 else k)
+        assert solve_ratio(a, to_np(x).reshape(cols), b.reshape(cols), trans) <= THRESHOLD
+    xs3 = solve(Ad, to_xp(xp, Bs))
+    for a, b, x, x3 in zip(As, Bs, Xs, xs3):
+        if setting is None:   # the same kernels as gesv's default: bit for bit
+            np.testing.assert_array_equal(to_np(x3), to_np(x))
+        cols = (b.shape[0], 1 if k == 0 else k)
+        assert solve_ratio(a, to_np(x3).reshape(cols), b.reshape(cols)) <= THRESHOLD
+    assert_unchanged(Ad, before)
+
+
+def test_list_forms(xp):
+    rng = rng_for("listforms")
+    As = [lu_matrix(rng, (), 7, 7, np.float64, "rand") for _ in range(4)]
+    Ad = to_xp(xp, As)
+    B = random_array(rng, (4, 7), np.float64)
+    x = solve(Ad, to_xp(xp, B))   # one (count, n) array in: one array out
+    assert isinstance(x, xp.ndarray) and x.shape == (4, 7)
+    for a, b, xi in zip(As, B, to_np(x)):
+        assert solve_ratio(a, xi[:, None], b[:, None]) <= THRESHOLD
+    lus, pivs = lu_factor(Ad)
+    xs = lu_solve((lus, pivs), to_xp(xp, list(B)))
+    for a, b, xi in zip(As, B, xs):
+        assert solve_ratio(a, to_np(xi)[:, None], b[:, None]) <= THRESHOLD
+    invs = inv(Ad + [to_xp(xp, As[0][:3, :3])])
+    assert [tuple(v.shape) for v in invs] == [(7, 7)] * 4 + [(3, 3)]
+    assert solve_ratio(As[0][:3, :3], to_np(invs[-1]), np.eye(3)) <= THRESHOLD
+    assert solve([], []) == [] and getrf([])[0] == []
+    As[2][:, 4] = 0
+    with pytest.raises(np.linalg.LinAlgError, match=r"\[2\]"):
+        solve(to_xp(xp, As), to_xp(xp, B))
+    _, _, info = getrf([to_xp(xp, a) for a in As] + [to_xp(xp, np.zeros((2, 3)))])
+    np.testing.assert_array_equal(to_np(info), [0, 0, 5, 0, 1])
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["solve", "gesv", "getrs", "inv"])
+def test_non_square_is_value_error(xp, name):
+    calls = {"solve": lambda A, b: solve(A, b), "gesv": lambda A, b: gesv(A, b), "inv": lambda A, b: inv(A),
+             "getrs": lambda A, b: getrs(A, np.ones(A.shape[:-1], np.int32) if isinstance(A, list) else
+                                         xp.ones(A.shape[:-1], np.int32), b)}
+    call = calls[name]
+    with pytest.raises(ValueError, match="square"):
+        call(to_xp(xp, np.ones((3, 4, 5))), to_xp(xp, np.ones((3, 4))))
+    if name != "getrs":
+        with pytest.raises(ValueError, match="square"):
+            call([to_xp(xp, np.ones((2, 3)))], [to_xp(xp, np.ones(2))])
+
+
+@pytest.mark.parametrize("a_shape, b_shape, fragment", [
+    ((3, 4, 4), (3, 5), "n = 4"), ((3, 4, 4), (2, 4, 1), "broadcast"), ((4, 4), (), "must have shape"),
+    ((4,), (4,), "(..., m, n)"),
+])
+def test_bad_shapes_raise_naming_the_argument(xp, a_shape, b_shape, fragment):
+    with pytest.raises(ValueError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        solve(to_xp(xp, np.ones(a_shape)), to_xp(xp, np.ones(b_shape)))
+
+
+def test_bad_arguments(xp):
+    A, b = to_xp(xp, np.eye(3)[None] * 2), to_xp(xp, np.ones((1, 3)))
+    with pytest.raises(TypeError, match="A has dtype int32"):
+        getrf(to_xp(xp, np.eye(3, dtype=np.int32)))
+    with pytest.raises(TypeError, match="b has dtype float16"):
+        solve(A, to_xp(xp, np.ones(3, np.float16)))
+    with pytest.raises(TypeError, match="B has dtype bool"):
+        gesv(A, to_xp(xp, np.ones(3, bool)))
+    lu, ipiv, _ = getrf(A)
+    with pytest.raises(ValueError, match="trans"):
+        getrs(lu, ipiv, b, trans="X")
+    with pytest.raises(ValueError, match="trans"):
+        lu_solve((lu, ipiv - 1), b, trans=3)
+    with pytest.raises(TypeError, match="integer"):
+        getrs(lu, ipiv.astype(np.float64), b)
+    with pytest.raises(ValueError, match="ipiv has shape"):
+        getrs(lu, ipiv[..., :2], b)
+    with pytest.raises(TypeError, match="lu_and_piv"):
+        lu_solve(lu, b)
+    with pytest.raises(TypeError, match="overwrite_a"):
+        getrf(A, overwrite_a=1)
+    with pytest.raises(TypeError, match="check"):
+        solve(A, b, check=None)
+    with pytest.raises(TypeError, match="LuSetting"):
+        getrf(A, setting="fused")
+    with pytest.raises(ValueError, match="compiled settings"):
+        getrf(A, setting=LuSetting("fused", 12, 12))
+    with pytest.raises(ValueError, match=r"B\[1\]"):
+        gesv([np.eye(2), np.eye(3)], [np.ones(2), np.ones(2)])
+    with pytest.raises(ValueError, match="2 members"):
+        solve([np.eye(2)], [np.ones(2), np.ones(2)])
+    with pytest.raises(ValueError, match="list of 1"):
+        getrs([np.eye(2)], np.ones((1, 2), np.int32), [np.ones(2)])
+
+
+@pytest.mark.gpu
+def test_mixed_devices_raise(xp):
+    if xp is np:
+        pytest.skip("needs both backends")
+    with pytest.raises(ValueError, match="on one device"):
+        solve(xp.eye(3), np.ones(3))
+
+
+@pytest.mark.gpu
+def test_fused_setting_too_small_is_value_error(xp):
+    if xp is np:
+        pytest.skip("settings choose GPU kernels")
+    with pytest.raises(ValueError, match="takes matrices up to 8 x 8"):
+        gesv(xp.eye(9)[None], xp.ones((1, 9)), setting=FUSED_SETTINGS[1])
+
+
+# --- planner (pure, on the CPU) ---------------------------------------------------------------
+
+
+def test_chooser_picks_registered_settings():
+    from batched.device_functions import registered
+
+    names = {p.name: s for p, s in registered().items()}[SOURCE.name]
+    for n in (0, 1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 200, 500, 1000):
+        for itemsize in (4, 8, 16):
+            s = choose_lu_setting(n, n, itemsize)
+            assert s in LU_SETTINGS
+            assert s.fused == (n <= 64), (n, s)
+            if s.fused:
+                assert n <= s.nb <= max(4, 2 * n)
+            for layout in ("uniform", "pointer", "variable"):
+                for dt in DTYPES:
+                    assert kernel_name("fused" if s.fused else "blocked", layout, dt, s) in names
+    for layout in ("uniform", "pointer", "variable"):
+        for dt in DTYPES:
+            assert kernel_name("laswp", layout, dt) in names
+    assert len(names) == 3 * 4 * (len(LU_SETTINGS) + 1)
+    assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
+    with pytest.raises(ValueError, match="no LU setting fits"):
+        choose_lu_setting(100_000, 100_000, 16)
+
+
+@pytest.mark.parametrize("setting", LU_SETTINGS, ids=str)
+def test_plan_fits_shared_memory(setting):
+    limit = 227 * 1024
+    for n in (1, 4, 8, 33, 64, 65, 200, 600):
+        for itemsize in (4, 8, 16):
+            if setting.fused and n > setting.nb:
+                with pytest.raises(ValueError, match="takes matrices up to"):
+                    plan_lu(setting, n, n, itemsize, 1000, limit)
+                continue
+            if not setting.fits(n, n, itemsize, limit):
+                with pytest.raises(ValueError, match="shared memory"):
+                    plan_lu(setting, n, n, itemsize, 1000, limit)
+                continue
+            plan = plan_lu(setting, n, n, itemsize, 70_000, limit)
+            assert plan.smem <= limit and plan.block <= 1024 and plan.block % setting.threads == 0
+            assert 1 <= plan.grid <= 2**31 - 1
+            if setting.fused:
+                assert plan.smem == plan.groups * setting.group_bytes(itemsize)
+                assert plan.groups * plan.grid >= 70_000 and plan.smem <= max(48 * 1024, setting.group_bytes(itemsize))
+            else:
+                assert plan.lds >= n and plan.lds % 2 == 1 and plan.grid == 70_000
+                assert plan.smem == setting.blocked_bytes(plan.lds, itemsize)
