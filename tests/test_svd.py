@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batched.factorizations.bdsqr import bdsqr
-from batched.factorizations.svd import svd, svd_demo_case, svd_demo_workload, svdvals
+from batched.factorizations.svd import svd, svdvals
 from batched.factorizations.svd_settings import BdsqrSetting
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, random_array
@@ -276,13 +276,6 @@ def test_numpy_conventions():
     assert svd(A, compute_uv=False).shape == (3, 2)
     assert len(svd(A, check=False)) == 4 and len(svd(A, compute_uv=False, check=False)) == 2
     assert np.allclose(svdvals(A), np.linalg.svd(A, compute_uv=False), rtol=1e-13)
-
-
-def test_demo_workload_cpu():
-    line, ok = svd_demo_workload(np, count=500, repeats=1)
-    assert ok and "svdvals 16x16" in line
-    name, batch, args, ours, ref = svd_demo_case(np.random.default_rng(0), count=10, n=4)
-    assert np.allclose(ours(np, *args), ref(*args), rtol=1e-13)
 
 
 # --- GPU only ------------------------------------------------------------------------------------------
