@@ -107,11 +107,13 @@ def rhs_rows(B, batch: MatrixBatch, b_name):
 
 @dataclass(frozen=True)
 class Failure:
-    """How a solver words LAPACK's info > 0: ``what`` (the error's opening) and
-    ``cause`` (what happened at the 1-based column info names)."""
+    """How a solver words LAPACK's info > 0: ``what`` (the error's opening),
+    ``cause`` (what the failing matrices have) and ``info`` (what the info value
+    counts: by default the 1-based column where the failure occurred)."""
 
     what: str
     cause: str
+    info: str = "1-based column"
 
 
 SINGULAR = Failure("singular matrix", "an exactly zero diagonal entry")
@@ -130,10 +132,10 @@ def raise_if_failed(info, failure: Failure = SINGULAR) -> None:
         return
     cols = [int(host[tuple(i)]) for i in bad]
     if host.ndim == 0:
-        raise np.linalg.LinAlgError(f"{failure.what}: {failure.cause} at 1-based column {cols[0]}")
+        raise np.linalg.LinAlgError(f"{failure.what}: {failure.cause} ({failure.info} {cols[0]})")
     where = [int(i[0]) for i in bad] if host.ndim == 1 else [tuple(int(v) for v in i) for i in bad]
     raise np.linalg.LinAlgError(f"{failure.what}: batch indices {where} have {failure.cause} "
-                                f"(first at 1-based columns {cols})")
+                                f"({failure.info} per index: {cols})")
 
 
 _SMEM_LIMIT: dict[int, int] = {}

@@ -20,7 +20,8 @@ from . import _solvers as sv
 from .svd_settings import check_bdsqr_setting
 
 NOT_CONVERGED = sv.Failure("SVD did not converge",
-                           "superdiagonals of the bidiagonal form left unconverged, or NaN/Inf entries,")
+                           "superdiagonals of the bidiagonal form left unconverged, or NaN/Inf entries",
+                           "unconverged superdiagonals")
 
 _REAL = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64),
          np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
