@@ -208,8 +208,90 @@ def section_gebrd():
         checks += 1
 
 
+def section_lu():
+    # getrf / gesv / solve / inv: n around the fused tiles (4 ... 64) and the blocked
+    # panels; rectangular getrf; batch 1 and 65,537; an exactly singular matrix (zero
+    # pivot: no division, X = B); every setting forced where it fits; lists.
+    global checks
+    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in dtypes:
+        for n in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and n not in (1, 33):
+                    continue
+                A = rand((batch, n, n), dtype)
+                bt.getrf(A)
+                bt.gesv(A, rand((batch, n), dtype))
+                bt.getrf(rand((batch, n, n + 3), dtype))
+                checks += 3
+        A = rand((3, 70, 70), dtype)
+        A[1, :, 40] = 0
+        for s in bt.LU_SETTINGS:
+            n = min(s.nb, 70) if s.fused else 70
+            bt.getrf(A[:, :n, :n], setting=s)
+            bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
+            checks += 2
+        bt.solve(rand((33, 20, 20), dtype) + 20 * cp.eye(20, dtype=dtype), rand((33, 20), dtype))
+        bt.inv(rand((5, 9, 9), dtype) + 9 * cp.eye(9, dtype=dtype))
+        mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, 40, 33)]
+        bt.getrf(mats)
+        checks += 3
+
+
+def section_qr():
+    # geqrf / orgqr / gels: tall, square and wide; batch 1 and 65,537; every design forced
+    # (fused, blocked, global); a rank-deficient matrix for gels; lists.
+    global checks
+    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in dtypes:
+        for m, n in ((0, 0), (1, 1), (33, 31), (31, 33), (32, 32), (5, 1), (1, 5)):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and max(m, n) > 5:
+                    continue
+                qr, tau, _ = bt.geqrf(rand((batch, m, n), dtype))
+                bt.orgqr(qr, tau)
+                if m >= n:
+                    bt.gels(rand((batch, m, n), dtype), rand((batch, m), dtype))
+                checks += 3
+        A = rand((3, 70, 45), dtype)
+        A[1, :, 7] = 0
+        for s in bt.QR_SETTINGS:
+            bt.geqrf(A, setting=s)
+            bt.gels(A, rand((3, 70, 2), dtype), setting=s)
+            checks += 2
+        bt.geqrf([rand((int(m), int(n)), dtype) for m, n in rng.integers(0, 40, (33, 2))])
+        checks += 1
+
+
+def section_svd():
+    # bdsqr / svdvals / svd: k around a warp (31, 32, 33); batch 1 and 65,537; values and
+    # vectors; lower bidiagonals; every setting forced; NaN input (info, no endless loop).
+    global checks
+    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    for dtype in dtypes:
+        real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
+        for k in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and k not in (1, 33):
+                    continue
+                d, e = rand((batch, k), real), rand((batch, max(k - 1, 0)), real)
+                bt.bdsqr(d, e)
+                bt.bdsqr(d, e, lower=True, u=rand((batch, k + 2, k), dtype), vt=rand((batch, k, k), dtype))
+                checks += 2
+        for s in bt.BDSQR_SETTINGS:
+            bt.bdsqr(rand((3, 40), real), rand((3, 39), real), setting=s)
+            checks += 1
+        A = rand((3, 20, 12), dtype)
+        A[1, 3, 4] = np.nan
+        bt.svdvals(A, check=False)
+        bt.svd(A, check=False)
+        bt.svd(A.swapaxes(-1, -2), full_matrices=True, check=False)
+        checks += 3
+
+
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv,
-            "cholesky": section_cholesky, "gebrd": section_gebrd}
+            "lu": section_lu, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
+            "svd": section_svd}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     SECTIONS[name]()
