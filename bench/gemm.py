@@ -90,19 +90,9 @@ def peer_torch(case: Case, d: dict):
 
 
 def main(argv=None, print_table: bool = True) -> list:
-    args = harness.parse_args(argv, "Batched GEMM benchmark")
-    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
-    if args.dry_run:
-        return harness.dry_run("gemm", cases)
-    peers = {"cupy": peer_cupy}
-    if harness.torch_or_none() is not None:
-        peers["torch"] = peer_torch
-    else:
-        print("note: PyTorch with CUDA not available; torch peer left out")
-    return harness.run("gemm", cases, ours, peers, build=build, args=args, limit=limit,
-                       plot_metrics=("gbps", "gflops"), sweep=bt.GEMM_SETTINGS if args.sweep else (),
-                       print_table=print_table)
-
+    return harness.script_main("gemm", "Batched GEMM benchmark", argv, peers={"cupy": peer_cupy},
+                               torch_peer=peer_torch, settings=bt.GEMM_SETTINGS, limit=limit,
+                               plot_metrics=("gbps", "gflops"), all_cases=all_cases, quick_cases=quick_cases, ours=ours, build=build, print_table=print_table)
 
 if __name__ == "__main__":
     main()

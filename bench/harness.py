@@ -459,6 +459,25 @@ def dry_run(routine: str, cases, traffic_fn=traffic) -> list:
     return []
 
 
+def script_main(routine: str, description: str, argv, *, all_cases, quick_cases, ours, peers: dict,
+                build, traffic_fn=traffic, torch_peer=None, settings=(), print_table=True, **run_kwargs) -> list:
+    """The whole ``main()`` of a routine's script: arguments, case selection, the
+    dry run, the optional PyTorch peer (left out with a note when PyTorch has
+    no CUDA), and :func:`run` with ``settings`` swept under ``--sweep``."""
+    args = parse_args(argv, description, sweep=bool(settings))
+    cases = select(quick_cases() if args.quick else all_cases(), args)
+    if args.dry_run:
+        return dry_run(routine, cases, traffic_fn)
+    peers = dict(peers)
+    if torch_peer is not None:
+        if torch_or_none() is not None:
+            peers["torch"] = torch_peer
+        else:
+            print("note: PyTorch with CUDA not available; torch peer left out")
+    return run(routine, cases, ours, peers, build=build, args=args, traffic_fn=traffic_fn,
+               sweep=settings if args.sweep else (), print_table=print_table, **run_kwargs)
+
+
 def _limit_bandwidth(case, nbytes, flops, ceilings, info):
     return "bandwidth"
 

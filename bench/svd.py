@@ -106,19 +106,10 @@ def peer_cupy(c: Case, d: dict):
 
 
 def main(argv=None, print_table: bool = True) -> list:
-    args = harness.parse_args(argv, "Batched SVD benchmark")
-    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
-    if args.dry_run:
-        return harness.dry_run("svd", cases, traffic)
-    peers = {}
-    if harness.torch_or_none() is not None:
-        peers["torch"] = peer_torch
-    else:
-        print("note: PyTorch with CUDA not available; torch peer left out")
-    peers["cupy"] = peer_cupy
-    sweep = tuple(s for s in BDSQR_SETTINGS) if args.sweep else ()
-    return harness.run("svd", cases, ours, peers, build=build, args=args, traffic_fn=traffic, limit=limit,
-                       plot_metrics=("gflops",), sweep=sweep, print_table=print_table)
+    return harness.script_main("svd", "Batched SVD benchmark", argv, peers={"cupy": peer_cupy},
+                               torch_peer=peer_torch, traffic_fn=traffic, settings=BDSQR_SETTINGS, limit=limit,
+                               plot_metrics=("gflops",), all_cases=all_cases, quick_cases=quick_cases, ours=ours,
+                               build=build, print_table=print_table)
 
 
 if __name__ == "__main__":

@@ -97,19 +97,9 @@ def peer_cupyx(c: Case, d: dict):
 
 
 def main(argv=None, print_table: bool = True) -> list:
-    args = harness.parse_args(argv, "Batched TRSV benchmark")
-    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
-    if args.dry_run:
-        return harness.dry_run("trsv", cases, traffic)
-    peers = {}
-    if harness.torch_or_none() is not None:
-        peers["torch"] = peer_torch
-    else:
-        print("note: PyTorch with CUDA not available; torch peer left out")
-    peers["cupyx"] = peer_cupyx
-    return harness.run("trsv", cases, ours, peers, build=build, args=args, traffic_fn=traffic,
-                       sweep=bt.TRSV_SETTINGS if args.sweep else (), print_table=print_table)
-
+    return harness.script_main("trsv", "Batched TRSV benchmark", argv, peers={"cupyx": peer_cupyx},
+                               torch_peer=peer_torch, traffic_fn=traffic, settings=bt.TRSV_SETTINGS,
+                               all_cases=all_cases, quick_cases=quick_cases, ours=ours, build=build, print_table=print_table)
 
 if __name__ == "__main__":
     main()

@@ -83,16 +83,8 @@ def peer_torch(c: Case, d: dict):
 
 
 def main(argv=None, print_table: bool = True) -> list:
-    args = harness.parse_args(argv, "Batched nrm2/dot benchmark", sweep=False)
-    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
-    if args.dry_run:
-        return harness.dry_run("vector", cases, traffic)
-    peers = {"cupy": peer_cupy}
-    if harness.torch_or_none() is not None:
-        peers["torch"] = peer_torch
-    return harness.run("vector", cases, ours, peers, build=build, args=args, traffic_fn=traffic,
-                       print_table=print_table)
-
+    return harness.script_main("vector", "Batched nrm2/dot benchmark", argv, peers={"cupy": peer_cupy},
+                               torch_peer=peer_torch, traffic_fn=traffic, all_cases=all_cases, quick_cases=quick_cases, ours=ours, build=build, print_table=print_table)
 
 if __name__ == "__main__":
     main()
