@@ -80,7 +80,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
     CuPy arrays run on the current stream without synchronizing; NumPy arrays
     run on the CPU backend.  A new result is C-contiguous.
     """
-    check_setting(setting, GemmSetting)
+    check_setting(setting, GemmSetting, GEMM_SETTINGS)
     opa, opb = ar.parse_op(transa, "transa"), ar.parse_op(transb, "transb")
     if isinstance(A, (list, tuple, MatrixBatch)) or isinstance(B, (list, tuple, MatrixBatch)):
         return _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting)

@@ -112,7 +112,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     run on the CPU backend.  Operands of different precisions promote like
     ``numpy.result_type``.
     """
-    check_setting(setting, GemvSetting)
+    check_setting(setting, GemvSetting, GEMV_SETTINGS)
     op = ar.parse_op(trans, "trans")
     if isinstance(A, (list, tuple, MatrixBatch)):
         return _gemv_list(A, x, y, alpha, beta, op, out, setting)

@@ -279,13 +279,14 @@ def _device_limits() -> tuple[int, int, int]:
     return limits
 
 
-def check_setting(setting, kind) -> None:
-    if setting is not None and not isinstance(setting, kind):
+def check_setting(setting, kind, compiled) -> None:
+    """``setting=`` of any routine: None, or one of the ``compiled`` settings of class ``kind``."""
+    if setting is None:
+        return
+    if not isinstance(setting, kind):
         raise TypeError(f"setting must be a {kind.__name__} or None, got {type(setting).__name__}")
-    if setting is not None:
-        registered = GEMV_SETTINGS if kind is GemvSetting else GEMM_SETTINGS
-        if setting not in registered:
-            raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                             f"{', '.join(map(repr, registered))}")
+    if setting not in compiled:
+        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
+                         f"{', '.join(map(repr, compiled))}")
 
 

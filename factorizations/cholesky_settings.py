@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import check_setting
+
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # potrf_block_threads() in factorizations/cholesky.cu for groups <= 32
 SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
@@ -135,10 +137,4 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
 
 
 def check_cholesky_setting(setting) -> None:
-    if setting is None:
-        return
-    if not isinstance(setting, CholeskySetting):
-        raise TypeError(f"setting must be a CholeskySetting or None, got {type(setting).__name__}")
-    if setting not in CHOLESKY_SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                         f"{', '.join(map(repr, CHOLESKY_SETTINGS))}")
+    check_setting(setting, CholeskySetting, CHOLESKY_SETTINGS)

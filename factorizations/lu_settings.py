@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import check_setting
+
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
 GEMV_UNROLL = 4            # bdf::GEMV_UNROLL (gemv.cuh)
@@ -144,10 +146,4 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
 
 
 def check_lu_setting(setting) -> None:
-    if setting is None:
-        return
-    if not isinstance(setting, LuSetting):
-        raise TypeError(f"setting must be a LuSetting or None, got {type(setting).__name__}")
-    if setting not in LU_SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                         f"{', '.join(map(str, LU_SETTINGS))}")
+    check_setting(setting, LuSetting, LU_SETTINGS)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import check_setting
+
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # qr_block_threads() in factorizations/qr.cu for groups <= 32
 SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
@@ -186,10 +188,4 @@ def orgqr_smem(dims, ncol_max: int, itemsize: int) -> int:
 
 
 def check_qr_setting(setting) -> None:
-    if setting is None:
-        return
-    if not isinstance(setting, QrSetting):
-        raise TypeError(f"setting must be a QrSetting or None, got {type(setting).__name__}")
-    if setting not in QR_SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                         f"{', '.join(map(repr, QR_SETTINGS))}")
+    check_setting(setting, QrSetting, QR_SETTINGS)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..settings import check_setting
+
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # trsv_block_threads() in factorizations/trsv.cu for groups <= 32
 SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
@@ -115,10 +117,4 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
 
 
 def check_trsv_setting(setting) -> None:
-    if setting is None:
-        return
-    if not isinstance(setting, TrsvSetting):
-        raise TypeError(f"setting must be a TrsvSetting or None, got {type(setting).__name__}")
-    if setting not in TRSV_SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                         f"{', '.join(map(repr, TRSV_SETTINGS))}")
+    check_setting(setting, TrsvSetting, TRSV_SETTINGS)
