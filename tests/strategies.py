@@ -14,6 +14,8 @@ strides.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +23,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 # One profile for every property test: moderate counts keep the CPU suite short.
-SETTINGS = settings(max_examples=60, deadline=None)
+# BATCHED_EXAMPLES=N changes the count (e.g. a first, quick pass on a GPU).
+SETTINGS = settings(max_examples=int(os.environ.get("BATCHED_EXAMPLES", 60)), deadline=None)
 
 EDGES = (0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
 MAX_DIM = 70

@@ -6,7 +6,7 @@
 #   bash tools/device_check.sh warm tests:gemv,gemm,plans,validation sanitize:blas bench:gemv,gemm,overhead
 #
 # warm            compile every kernel instantiation into CuPy's cache (16 processes)
-# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py
+# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples)
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
