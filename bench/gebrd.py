@@ -12,14 +12,21 @@ The model (seed paper, section 6.2): GEBRD's F = 4 m n^2 - 4 n^3 / 3 flops
 so t_model = (F / 2) / GEMV_rate + (F / 2) / GEMM_rate.  GEMV_rate is our
 batched GEMV-T on the same (batch, m, n) matrices (bt.gemv, timed here);
 GEMM_rate our batched GEMM of the trailing-update shape (m x 16 times 16 x n).
-The unblocked sweep our kernels run does all F flops as GEMV, so until the
-blocked (LABRD + GEMM) design lands the fraction is at most about 1/2 + eps.
+The unblocked (staged) sweep does all F flops as GEMV, so its fraction is at
+most about 1/2 + eps; the blocked design (LABRD panels + GEMM trailing update)
+is the one the model describes.
+
+Switch-over cases (note "switch"): float64 and float32 square n in 64..512 with
+the staged (big-tile) setting forced where the matrix fits into shared memory,
+next to the blocked settings (nb = 16 and 32) forced, so that one run measures
+the staged/blocked switch-over the chooser guesses at n = 128 (the paper's).
+``--switch`` runs only those.
 
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
 would go through A^T (only square and tall cases here).
 
-Usage: python3 bench/gebrd.py [--quick] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+Usage: python3 bench/gebrd.py [--quick] [--switch] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
 """
 
 from __future__ import annotations
@@ -34,23 +41,39 @@ if __package__ in (None, ""):
 
 import batched as bt  # noqa: E402
 from batched.factorizations.gebrd import gebrd  # noqa: E402
-from batched.factorizations.gebrd_settings import GEBRD_SETTINGS  # noqa: E402
+from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS,  # noqa: E402
+                                                   GebrdSetting, _threads_for)
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
 SIZES = (32, 64, 128, 256, 512)
+SWITCH_SIZES = (64, 96, 128, 160, 192, 256, 384, 512)
+SMEM_LIMIT = 227 * 1024  # H100's opt-in limit: staged cases that do not fit are left out
 TARGET = 64 * harness.MIB
 NB = 16  # the panel width of the model's trailing GEMM (paper: 8 or 16 for GEBRD)
 
 
-def case(dtype, m, n, setting=None) -> Case:
+def case(dtype, m, n, setting=None, note=None) -> Case:
     batch = max(16, harness.batch_for(m * n * np.dtype(dtype).itemsize, TARGET))
     return Case("gebrd", dtype, "uniform", "N", m, n, 0, batch, setting=setting, repeats=5,
-                note="square" if m == n else "tall")
+                note=note or ("square" if m == n else "tall"))
+
+
+def switch_cases() -> list[Case]:
+    """Staged (big-tile, where it fits) against blocked, both forced, per size."""
+    out = []
+    for dt in ("float64", "float32"):
+        item = np.dtype(dt).itemsize
+        for n in SWITCH_SIZES:
+            staged = GebrdSetting(*_threads_for(n), True)  # the chooser's staged shape for n
+            if staged.smem_bytes(n, n, item) <= SMEM_LIMIT:
+                out.append(case(dt, n, n, staged, "switch"))
+            out.extend(case(dt, n, n, s, "switch") for s in BLOCKED_SETTINGS)
+    return out
 
 
 def all_cases() -> list[Case]:
-    return [case(dt, f * n, n) for dt in ("float64", "float32") for f in (1, 2) for n in SIZES]
+    return [case(dt, f * n, n) for dt in ("float64", "float32") for f in (1, 2) for n in SIZES] + switch_cases()
 
 
 def quick_cases() -> list[Case]:
@@ -142,8 +165,11 @@ def add_model(rows, cases) -> None:
 
 
 def main(argv=None, print_table: bool = True) -> list:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    switch_only = "--switch" in argv
+    argv = [a for a in argv if a != "--switch"]
     args = harness.parse_args(argv, "Batched GEBRD benchmark")
-    cases = harness.select(quick_cases() if args.quick else all_cases(), args)
+    cases = harness.select(quick_cases() if args.quick else switch_cases() if switch_only else all_cases(), args)
     if args.dry_run:
         rows = harness.dry_run("gebrd", cases, traffic)
         for c in cases:

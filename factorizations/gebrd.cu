@@ -17,9 +17,15 @@
 //   [matrix: m_max * n_max * sizeof(T), STAGE only] [w: max(m_max, n_max) T]
 //   [gemv_work: larf_work_elems<DIM_X, DIM_Y>() T] [vwork: vector_work_bytes(G)]
 // The launcher computes the same sum (gebrd_settings.GebrdSetting.smem_bytes).
+//
+// gebrd_blocked_kernel<..., NB>: LAPACK's blocked xGEBRD for the sizes past the
+// big-tile ("classic" design of the seed paper), still one block per matrix with
+// a loop over panels inside the kernel; see its comment.
 #include "common.cuh"
+#include "gemm.cuh"
 #include "gemv.cuh"
 #include "householder.cuh"
+#include "labrd.cuh"
 #include "layouts.cuh"
 #include "vector.cuh"
 
@@ -138,6 +144,116 @@ gebrd_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_ma
       gebd2<T, DIM_X, DIM_Y>(g, m, n, a, lda, D.vector(b), E.vector(b), TQ.vector(b), TP.vector(b),
                                          w, gw, vwork);
     }
+  }
+}
+
+// Output tile of the trailing update: 2 x 4 outputs per thread (gemm_tile's
+// thread mapping), k staged 8 columns at a time.
+template <int DIM_X, int DIM_Y> struct GebrdGemmTile {
+  static constexpr int M = 2 * DIM_X, N = 4 * DIM_Y, K = 8;
+  static constexpr int elems = bdf::gemm_smem_a<M, K>() + bdf::gemm_smem_b<N, K>();
+};
+
+// C -= L op(R) on the output tile (i0, j0) of the m2 x n2 block C (L m2 x k, op(R)
+// k x n2): bdf::gemm_tile with the subtraction as its store (each output by the
+// thread that owns it).  Not inlined: two calls per tile.  Sync: as gemm_tile.
+template <typename T, int DIM_X, int DIM_Y>
+__device__ __noinline__ void gebrd_update_tile(bdf::ThreadGroup<DIM_X * DIM_Y> g, int m2, int n2, int k, int i0,
+                                               int j0, const T* L, long long ldl, const T* R, long long ldr,
+                                               int opR, T* C, long long ldc, T* sA, T* sB) {
+  using Tile = GebrdGemmTile<DIM_X, DIM_Y>;
+  bdf::gemm_tile<T, DIM_X, DIM_Y, Tile::M, Tile::N, Tile::K>(
+      g, m2, n2, k, i0, j0, L, ldl, bdf::OP_N, R, ldr, opR, sA, sB,
+      [&](int r, int c, T v) { C[r + c * ldc] -= v; });
+}
+
+// Blocked GEBRD (LAPACK's xGEBRD with xLABRD panels) on one matrix in device memory:
+// while more than NB rows and columns remain, bdf::labrd reduces the next NB of
+// them (building X and Y), then the trailing matrix A22 = A(q:, q:), q = p + NB, is
+// updated by two GEMMs, A22 -= V Y^H (V = A(q:, p:q), Y = Y(NB:, :)) and
+// A22 -= X U^H (X = X(NB:, :), U^H = A(p:q, q:)), tile by tile through
+// bdf::gemm_tile (each output tile: both products, the owner thread subtracting
+// each from A22), and d / e are put back on the bidiagonal; the last min(m, n) - p
+// <= NB rows/columns are reduced by the unblocked gebd2 in place.
+// Barriers: labrd ends after one; gemm_tile starts and ends each k step with one
+// (its stores come after the last); one barrier after the tile loop (the GEMMs read
+// the unit element that the lead thread then overwrites with e), one after the
+// restore (the next panel reads A22).
+template <typename T, int DIM_X, int DIM_Y, int NB>
+__device__ void gebrd_blocked(bdf::ThreadGroup<DIM_X * DIM_Y> g, int m, int n, T* a, long long lda,
+                              typename bdf::real_of<T>::type* d, typename bdf::real_of<T>::type* e, T* tauq,
+                              T* taup, const bdf::LabrdWork<T>& w, T* sA, T* sB) {
+  using Tile = GebrdGemmTile<DIM_X, DIM_Y>;
+  const int k = m < n ? m : n;
+  auto A = [&](int i, int j) -> T& { return a[i + (long long)j * lda]; };
+  int p = 0;
+  for (; p + NB < k; p += NB) {
+    bdf::labrd<T, DIM_X, DIM_Y, NB>(g, m, n, p, a, lda, d, e, tauq, taup, w);
+    const int q = p + NB, m2 = m - q, n2 = n - q;
+    const int tiles_m = (m2 + Tile::M - 1) / Tile::M, tiles_n = (n2 + Tile::N - 1) / Tile::N;
+    for (int t = 0; t < tiles_m * tiles_n; ++t) {
+      const int i0 = (t % tiles_m) * Tile::M, j0 = (t / tiles_m) * Tile::N;
+      gebrd_update_tile<T, DIM_X, DIM_Y>(g, m2, n2, NB, i0, j0, &A(q, p), lda, w.Y + NB, w.ldy, bdf::OP_C,
+                                         &A(q, q), lda, sA, sB);
+      gebrd_update_tile<T, DIM_X, DIM_Y>(g, m2, n2, NB, i0, j0, w.X + NB, w.ldx, &A(p, q), lda, bdf::OP_N,
+                                         &A(q, q), lda, sA, sB);
+    }
+    g.sync();
+    if (g.rank == 0)
+      for (int c = p; c < q; ++c) {
+        A(c, c) = T(d[c]);
+        if (m >= n) A(c, c + 1) = T(e[c]); else A(c + 1, c) = T(e[c]);
+      }
+    g.sync();
+  }
+  if (p < k)
+    gebd2<T, DIM_X, DIM_Y>(g, m - p, n - p, &A(p, p), lda, d + p, e + p, tauq + p, taup + p,
+                           w.sv + bdf::labrd_pad<T>(), w.gemv_work, w.vwork);
+}
+
+// One block of DIM_X * DIM_Y threads per matrix (grid-stride loop).  The matrix
+// stays in device memory; shared memory per block (bytes, in this order, each
+// part 16-byte aligned; gebrd_settings.GebrdSetting.smem_bytes computes the same):
+//   [sv: (labrd_pad<T>() + L) T, L = max(m_max, n_max)] [su: n_max T] [t1, t2: 2 NB T]
+//   [work: max(larf_work_elems, gemm tiles) T: the GEMV reduction work and the GEMM
+//    tiles share it (never live at once)] [vwork: vector_work_bytes(G)]
+//   [X: m_max NB T, Y: n_max NB T: only when xy_shared].
+// Without xy_shared X and Y live in device memory: block b's slot of `work`,
+// (m_max + n_max) NB elements at work + blockIdx.x * (m_max + n_max) * NB (the
+// launcher sizes the grid to the slots).
+template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB>
+__global__ void __launch_bounds__(DIM_X * DIM_Y)
+gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
+                     typename MatA::value_type* work, int xy_shared) {
+  using T = typename MatA::value_type;
+  constexpr int G = DIM_X * DIM_Y;
+  constexpr int PAD = bdf::labrd_pad<T>();
+  constexpr int GW = bdf::larf_work_elems<DIM_X, DIM_Y>();
+  constexpr int TW = GebrdGemmTile<DIM_X, DIM_Y>::elems;
+  static_assert(NB % GebrdGemmTile<DIM_X, DIM_Y>::K == 0, "the panel width is a multiple of the GEMM k step");
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int len = m_max > n_max ? m_max : n_max;
+  unsigned char* at = smem;
+  auto carve = [&](long long bytes) { unsigned char* s = at; at += gebrd_align16(bytes); return s; };
+  bdf::LabrdWork<T> w;
+  w.sv = reinterpret_cast<T*>(carve((long long)(PAD + len) * sizeof(T)));
+  w.su = reinterpret_cast<T*>(carve((long long)(n_max > 1 ? n_max : 1) * sizeof(T)));
+  w.t1 = reinterpret_cast<T*>(carve(2LL * NB * sizeof(T)));
+  w.t2 = w.t1 + NB;
+  w.gemv_work = reinterpret_cast<T*>(carve((long long)(GW > TW ? GW : TW) * sizeof(T)));
+  w.vwork = carve(bdf::vector_work_bytes(G));
+  w.ldx = m_max;
+  w.ldy = n_max;
+  w.X = xy_shared ? reinterpret_cast<T*>(at) : work + (long long)blockIdx.x * (m_max + n_max) * NB;
+  w.Y = w.X + (long long)m_max * NB;
+  T* sA = w.gemv_work;
+  T* sB = sA + bdf::gemm_smem_a<GebrdGemmTile<DIM_X, DIM_Y>::M, GebrdGemmTile<DIM_X, DIM_Y>::K>();
+  const bdf::ThreadGroup<G> g(threadIdx.x);
+  for (int r = g.rank; r < PAD; r += G) w.sv[r] = T(0);  // the GEMV-T padding: never written again
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    g.sync();  // the zeros, and the previous matrix's last writes to shared memory
+    gebrd_blocked<T, DIM_X, DIM_Y, NB>(g, A.rows(b), A.cols(b), A.matrix(b), A.ldim(b), D.vector(b), E.vector(b),
+                                       TQ.vector(b), TP.vector(b), w, sA, sB);
   }
 }
 

@@ -4,8 +4,10 @@
 m >= n, lower when m < n; real also for complex A, as LAPACK) and returns
 LAPACK's compact output; ``orgbr`` builds Q or P^H from it, so that
 A = Q B P^H.  The GPU kernels (``gebrd.cu``) run one thread block per matrix
-(see ``gebrd_settings.py`` for the designs); the CPU backend runs the same
-unblocked sweep (xGEBD2) vectorized over the batch with NumPy, on the
+(see ``gebrd_settings.py`` for the designs: the unblocked sweep big-tile or in
+device memory, and LAPACK's blocked algorithm with LABRD panels); the CPU
+backend runs the same algorithms (the unblocked xGEBD2 sweep, or the blocked
+one for a blocked setting) vectorized over the batch with NumPy, on the
 reflector functions shared with QR (``_householder.py``).
 """
 
@@ -22,19 +24,21 @@ from .._operands import matrix_operand
 from ..device_functions import build
 from . import _solvers as sv
 from ._householder import larf_left, larf_right, larfg, real_dtype
-from .gebrd_settings import (GEBRD_SETTINGS, GebrdSetting, check_gebrd_setting, choose_gebrd_setting,
-                             choose_orgbr_setting, plan_gebrd, plan_orgbr)
+from .gebrd_settings import (GEBRD_SETTINGS, ORGBR_SETTINGS, GebrdSetting, check_gebrd_setting,
+                             choose_gebrd_setting, choose_orgbr_setting, plan_gebrd, plan_orgbr)
 
 SOURCE = Path(__file__).with_name("gebrd.cu")
-_ORGBR_SETTINGS = tuple(s for s in GEBRD_SETTINGS if not s.stage)
 # ORGBR's list path always uses the variable accessors (the output shapes differ from
 # the input's), so it is registered for the uniform and variable layouts only.
 
 
 def gebrd_kernel_name(layout: str, dtype, setting: GebrdSetting) -> str:
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    return (f"gebrd_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, real_dtype(dtype))}, "
-            f"{ln.accessor_type(vec, dtype)}, {setting.template_args()}, {'true' if setting.stage else 'false'}>")
+    accessors = (f"{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, real_dtype(dtype))}, "
+                 f"{ln.accessor_type(vec, dtype)}, {setting.template_args()}")
+    if setting.blocked:
+        return f"gebrd_blocked_kernel<{accessors}, {setting.nb}>"
+    return f"gebrd_kernel<{accessors}, {'true' if setting.stage else 'false'}>"
 
 
 def orgbr_kernel_name(layout: str, dtype, setting: GebrdSetting, want_p: bool) -> str:
@@ -46,7 +50,7 @@ def orgbr_kernel_name(layout: str, dtype, setting: GebrdSetting, want_p: bool) -
 build.register(SOURCE, [gebrd_kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
                         for dt in ar.SUPPORTED_DTYPES for s in GEBRD_SETTINGS]
                + [orgbr_kernel_name(layout, dt, s, p) for layout in ("uniform", "variable")
-                  for dt in ar.SUPPORTED_DTYPES for s in _ORGBR_SETTINGS for p in (False, True)])
+                  for dt in ar.SUPPORTED_DTYPES for s in ORGBR_SETTINGS for p in (False, True)])
 
 
 # --- public API --------------------------------------------------------------------------
@@ -64,7 +68,9 @@ def gebrd(A, *, overwrite_a=False, setting=None):
         Allow the result ``a`` to reuse A's memory (when its dtype and memory
         layout allow; check ``a is A``).  Default False: A is never modified.
     setting : GebrdSetting, optional
-        Force a kernel setting (GPU); default chosen by shape.
+        Force a kernel setting; default chosen by shape.  On the CPU backend a
+        blocked setting (``nb > 0``) runs the blocked algorithm with the same
+        panel width; the unblocked settings run the unblocked sweep.
 
     Returns
     -------
@@ -110,7 +116,7 @@ def gebrd(A, *, overwrite_a=False, setting=None):
     if xp is np:
         a = A if overwrite_a and A.flags.writeable and A.flags.c_contiguous else np.array(A, copy=True)
         count = int(np.prod(batch, dtype=np.int64))
-        d, e, tauq, taup = _gebd2_numpy(a.reshape(count, m, n))
+        d, e, tauq, taup = _gebrd_numpy(a.reshape(count, m, n), setting)
         k = min(m, n)
         return (a, d.reshape(*batch, k), e.reshape(*batch, max(k - 1, 0)), tauq.reshape(*batch, k),
                 taup.reshape(*batch, k), np.zeros(batch, np.int32))
@@ -204,6 +210,18 @@ def _with_one(v):
     return np.concatenate([np.ones((*v.shape[:-1], 1), dtype=v.dtype), v], axis=-1)
 
 
+def _gebrd_numpy(a, setting):
+    """The CPU algorithm for ``setting``: blocked for a blocked setting (forced, or
+    chosen by shape as on the GPU), the unblocked sweep otherwise."""
+    count, m, n = a.shape
+    if min(m, n) == 0 or count == 0:
+        return _gebd2_numpy(a)
+    setting = setting or choose_gebrd_setting(m, n, a.dtype.itemsize)
+    if setting.blocked:
+        return _gebrd_blocked_numpy(a, setting.nb)
+    return _gebd2_numpy(a)
+
+
 def _gebd2_numpy(a):
     """LAPACK's xGEBD2 on a writable (count, m, n) array, in place; returns d, e, tauq, taup.
 
@@ -249,6 +267,111 @@ def _gebd2_numpy(a):
     return d, e, tauq, taup
 
 
+def _labrd_numpy(a, p, nb, d, e, tauq, taup):
+    """LAPACK's xLABRD on the batch ``a`` (count, m, n), in place: reduces rows
+    and columns p .. p+nb-1 and returns X (count, m-p, nb) and Y (count, n-p, nb)
+    (row r of X / Y is matrix row / column p + r) such that the unreduced part
+    equals A0 - V Y^H - X U^H.  The reduced part holds the reflectors with ones
+    on the diagonal and off-diagonal (the trailing update reads them); d, e,
+    tauq, taup receive the panel's entries.  The same steps as gebrd.cu's
+    labrd_upper / labrd_lower (see there for the algebra).
+    """
+    count, m, n = a.shape
+    X = np.zeros((count, m - p, nb), a.dtype)
+    Y = np.zeros((count, n - p, nb), a.dtype)
+    one = a.dtype.type(1)
+    mv = lambda M, x: (M @ x[..., None])[..., 0]  # noqa: E731  batched GEMV-N
+    mh = lambda M, x: (M.conj().swapaxes(-1, -2) @ x[..., None])[..., 0]  # noqa: E731  GEMV-C
+    with np.errstate(all="ignore"):
+        if m >= n:
+            for j in range(nb):
+                i = p + j
+                # column i: A(i:, i) -= V(i:, p:i) conj(Y(i, :j)) + X(i:, :j) A(p:i, i)
+                col = a[:, i:, i] - mv(a[:, i:, p:i], Y[:, i - p, :j].conj()) - mv(X[:, i - p:, :j], a[:, p:i, i])
+                beta, v, tq = larfg(col[:, 0], col[:, 1:])
+                d[:, i], tauq[:, i] = beta, tq
+                sv = _with_one(v)
+                a[:, i, i], a[:, i + 1:, i] = one, v
+                # Y(i+1:, j) = tauq (A0^H v - Y V^H v - U X^H v), U^H = A(p:i, i+1:)
+                t1 = mh(a[:, i:, p:i], sv)
+                t2 = mh(X[:, i - p:, :j], sv)
+                y = mh(a[:, i:, i + 1:], sv) - mv(Y[:, i + 1 - p:, :j], t1) - mh(a[:, p:i, i + 1:], t2)
+                Y[:, i + 1 - p:, j] = tq[:, None] * y
+                # conj(row i): conj(A0(i, i+1:)) - Y conj(V(i, p:i+1)) - U conj(X(i, :j))
+                vrow = np.concatenate([a[:, i, p:i], np.ones((count, 1), a.dtype)], axis=-1)
+                row = (a[:, i, i + 1:].conj() - mv(Y[:, i + 1 - p:, :j + 1], vrow.conj())
+                       - mh(a[:, p:i, i + 1:], X[:, i - p, :j].conj()))
+                beta, u, tp = larfg(row[:, 0], row[:, 1:])
+                e[:, i], taup[:, i] = beta, tp
+                su = _with_one(u)
+                a[:, i, i + 1], a[:, i, i + 2:] = one, u.conj()
+                # X(i+1:, j) = taup (A0 u - V Y^H u - X U^H u)
+                t1 = mh(Y[:, i + 1 - p:, :j + 1], su)
+                t2 = mv(a[:, p:i, i + 1:], su)
+                x = mv(a[:, i + 1:, i + 1:], su) - mv(a[:, i + 1:, p:i + 1], t1) - mv(X[:, i + 1 - p:, :j], t2)
+                X[:, i + 1 - p:, j] = tp[:, None] * x
+        else:
+            for j in range(nb):
+                i = p + j
+                # conj(row i): conj(A0(i, i:)) - Y conj(V(i, p:i)) - U conj(X(i, :j))
+                row = (a[:, i, i:].conj() - mv(Y[:, i - p:, :j], a[:, i, p:i].conj())
+                       - mh(a[:, p:i, i:], X[:, i - p, :j].conj()))
+                beta, u, tp = larfg(row[:, 0], row[:, 1:])
+                d[:, i], taup[:, i] = beta, tp
+                su = _with_one(u)
+                a[:, i, i], a[:, i, i + 1:] = one, u.conj()
+                # X(i+1:, j) = taup (A0 u - V Y^H u - X U^H u)
+                t1 = mh(Y[:, i - p:, :j], su)
+                t2 = mv(a[:, p:i, i:], su)
+                x = mv(a[:, i + 1:, i:], su) - mv(a[:, i + 1:, p:i], t1) - mv(X[:, i + 1 - p:, :j], t2)
+                X[:, i + 1 - p:, j] = tp[:, None] * x
+                # column i: A(i+1:, i) -= V(i+1:, p:i) conj(Y(i, :j)) + X(i+1:, :j+1) A(p:i+1, i)
+                col = (a[:, i + 1:, i] - mv(a[:, i + 1:, p:i], Y[:, i - p, :j].conj())
+                       - mv(X[:, i + 1 - p:, :j + 1], a[:, p:i + 1, i]))
+                beta, v, tq = larfg(col[:, 0], col[:, 1:])
+                e[:, i], tauq[:, i] = beta, tq
+                sv = _with_one(v)
+                a[:, i + 1, i], a[:, i + 2:, i] = one, v
+                # Y(i+1:, j) = tauq (A0^H v - Y V^H v - U X^H v), U^H = A(p:i+1, i+1:)
+                t1 = mh(a[:, i + 1:, p:i], sv)
+                t2 = mh(X[:, i + 1 - p:, :j + 1], sv)
+                y = mh(a[:, i + 1:, i + 1:], sv) - mv(Y[:, i + 1 - p:, :j], t1) - mh(a[:, p:i + 1, i + 1:], t2)
+                Y[:, i + 1 - p:, j] = tq[:, None] * y
+    return X, Y
+
+
+def _gebrd_blocked_numpy(a, nb):
+    """LAPACK's blocked xGEBRD on a writable (count, m, n) array, in place:
+    LABRD panels of nb rows and columns while more than nb remain, each followed
+    by the trailing update A22 -= V Y^H + X U^H (two matrix products), then the
+    unblocked sweep on the rest.  Returns d, e, tauq, taup."""
+    count, m, n = a.shape
+    k = min(m, n)
+    R = real_dtype(a.dtype)
+    d = np.zeros((count, k), R)
+    e = np.zeros((count, max(k - 1, 0)), R)
+    tauq = np.zeros((count, k), a.dtype)
+    taup = np.zeros((count, k), a.dtype)
+    p = 0
+    while k - p > nb:
+        X, Y = _labrd_numpy(a, p, nb, d, e, tauq, taup)
+        q = p + nb
+        with np.errstate(all="ignore"):
+            a[:, q:, q:] -= a[:, q:, p:q] @ Y[:, nb:].conj().swapaxes(-1, -2) + X[:, nb:] @ a[:, p:q, q:]
+        j = np.arange(p, q)
+        a[:, j, j] = d[:, j]
+        if m >= n:
+            a[:, j, j + 1] = e[:, j]
+        else:
+            a[:, j + 1, j] = e[:, j]
+        p = q
+    if p < k:
+        dt, et, qt, pt = _gebd2_numpy(a[:, p:, p:])
+        d[:, p:], tauq[:, p:], taup[:, p:] = dt, qt, pt
+        e[:, p:] = et
+    return d, e, tauq, taup
+
+
 def _orgbr_numpy(want_p, a, tau, full):
     """Q (count, m, cols) or P^H (count, rows, n) by backward accumulation (as orgbr_kernel)."""
     count, m, n = a.shape
@@ -274,13 +397,25 @@ def _orgbr_numpy(want_p, a, tau, full):
 # --- GPU ---------------------------------------------------------------------------------
 
 
+def _sm_count() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
 def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
-    plan = plan_gebrd(setting, m_max, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit())
+    plan = plan_gebrd(setting, m_max, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit(), _sm_count())
     kernel = build.get_kernel(SOURCE, gebrd_kernel_name(layout, dtype, setting))
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
-    kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(m_max), np.int32(n_max)),
-           shared_mem=plan.smem)
+    tail = (np.int64(count), np.int32(m_max), np.int32(n_max))
+    if setting.blocked:
+        import cupy
+
+        # X and Y in device memory when they do not fit beside the rest (one slot per block).
+        work = cupy.empty(max(plan.work_elems, 1), dtype)
+        tail = (*tail, work, np.int32(plan.xy_shared))
+    kernel((plan.grid,), (plan.block,), (*args, *tail), shared_mem=plan.smem)
 
 
 def _launch_orgbr(layout, dtype, want_p, m_max, n_max, count, args):
@@ -370,7 +505,7 @@ def _gebrd_list(A, setting):
     xp, count, dtype = batch.xp, batch.count, batch.dtype
     R = real_dtype(dtype)
     if xp is np:
-        outs = [gebrd(np.asarray(x, dtype=dtype)) for x in batch.arrays_user]
+        outs = [gebrd(np.asarray(x, dtype=dtype), setting=setting) for x in batch.arrays_user]
         return (*([o[j] for o in outs] for j in range(5)), np.zeros(count, np.int32))
     work = MatrixBatch.from_list([xp.array(x, dtype=dtype, order="F", copy=True) for x in batch.arrays_user],
                                  "A")

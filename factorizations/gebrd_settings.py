@@ -2,10 +2,22 @@
 
 A ``GebrdSetting`` becomes the template arguments of ``factorizations/gebrd.cu``:
 DIM_X x DIM_Y threads per matrix (the thread shape of the GEMVs inside
-``bdf::larf_left`` (GEMV-T) and ``bdf::larf_right`` (GEMV-N)) and ``stage``:
-True for the big-tile design (the whole matrix in shared memory for the sweep),
-False for the sweep on the matrix in device memory.  One thread block per
-matrix in both.  Planning is pure: the CPU tests check it.
+``bdf::larf_left`` (GEMV-T) and ``bdf::larf_right`` (GEMV-N), and of LABRD's
+GEMVs), ``stage`` and ``nb``, three designs, one thread block per matrix in all:
+
+* staged (``stage=True``, ``nb=0``): big-tile, the unblocked sweep (xGEBD2) on
+  the whole matrix copied into shared memory;
+* blocked (``stage=False``, ``nb > 0``): LAPACK's blocked xGEBRD, LABRD panels
+  of nb rows and columns (``device_functions/labrd.cuh``) and the trailing
+  update by GEMM, the matrix in device memory, the panel's vectors and (when
+  they fit) X and Y in shared memory; the last min(m, n) mod nb (or fewer than
+  nb + 1) rows and columns by the unblocked sweep in device memory.
+* global (``stage=False``, ``nb=0``): the unblocked sweep in device memory.  No
+  longer registered: a blocked setting on a matrix with min(m, n) <= nb runs
+  exactly this sweep (no panel), so the blocked kernel covers it.
+
+Planning is pure: the CPU tests check it.  The NumPy backend follows the same
+choice (blocked settings run the blocked algorithm with the same nb).
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GEMV_UNROLL = 4        # bdf::GEMV_UNROLL (device_functions/gemv.cuh)
+GEMM_K = 8             # GebrdGemmTile::K (gebrd.cu): the trailing update's k step
 SOFT_SMEM = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
 
 
@@ -22,11 +35,17 @@ def _align16(nbytes: int) -> int:
 
 @dataclass(frozen=True)
 class GebrdSetting:
-    """DIM_X x DIM_Y threads per matrix; ``stage`` keeps the matrix in shared memory."""
+    """DIM_X x DIM_Y threads per matrix; ``stage`` keeps the matrix in shared memory;
+    ``nb`` > 0 selects the blocked design with panels of nb (stage must be False)."""
 
     dim_x: int
     dim_y: int
     stage: bool = True
+    nb: int = 0
+
+    @property
+    def blocked(self) -> bool:
+        return self.nb > 0
 
     @property
     def threads(self) -> int:
@@ -38,8 +57,23 @@ class GebrdSetting:
     def vector_work_bytes(self) -> int:  # bdf::vector_work_bytes(G)
         return (self.threads // 32) * 48 if self.threads > 32 else 0
 
-    def smem_bytes(self, m_max: int, n_max: int, itemsize: int) -> int:
-        """Dynamic shared memory of gebrd_kernel: the same sum as the kernel's layout."""
+    def gemm_tile_elems(self) -> int:  # GebrdGemmTile<DIM_X, DIM_Y>::elems (gebrd.cu)
+        return GEMM_K * (2 * self.dim_x + 1) + GEMM_K * (4 * self.dim_y + 1)
+
+    def xy_bytes(self, m_max: int, n_max: int, itemsize: int) -> int:
+        """X and Y of the blocked design ((m_max + n_max) nb elements)."""
+        return _align16((m_max + n_max) * self.nb * itemsize)
+
+    def smem_bytes(self, m_max: int, n_max: int, itemsize: int, xy_shared: bool = True) -> int:
+        """Dynamic shared memory of gebrd_kernel / gebrd_blocked_kernel: the same sum
+        as the kernel's layout (blocked: without X and Y when ``xy_shared`` is False)."""
+        if self.blocked:
+            length = max(m_max, n_max, 1)
+            pad = 128 // itemsize  # bdf::labrd_pad<T>()
+            return (_align16((pad + length) * itemsize) + _align16(max(n_max, 1) * itemsize)
+                    + _align16(2 * self.nb * itemsize)
+                    + _align16(max(self.gemv_work_elems(), self.gemm_tile_elems()) * itemsize)
+                    + self.vector_work_bytes() + (self.xy_bytes(m_max, n_max, itemsize) if xy_shared else 0))
         mat = _align16(m_max * n_max * itemsize) if self.stage else 0
         return (mat + _align16(max(m_max, n_max, 1) * itemsize) + _align16(self.gemv_work_elems() * itemsize)
                 + self.vector_work_bytes())
@@ -53,12 +87,29 @@ class GebrdSetting:
         return f"{self.dim_x}, {self.dim_y}"
 
     def __str__(self) -> str:
-        return f"gebrd{self.dim_x}x{self.dim_y}{'staged' if self.stage else 'global'}"
+        design = f"blocked{self.nb}" if self.blocked else ("staged" if self.stage else "global")
+        return f"gebrd{self.dim_x}x{self.dim_y}{design}"
 
 
-# Every setting a launcher may pick (each a registered instantiation, compiled in CI).
+# Every setting a launcher may pick (each a registered instantiation for 3 layouts
+# x 4 dtypes, compiled in CI).  The four device-memory unblocked settings were
+# dropped: the blocked design took over the sizes past the shared-memory limit,
+# and a blocked setting runs the same unblocked sweep in device memory on the
+# matrices too narrow for a panel.  Blocked: 256 threads, nb = 16 (the paper's
+# best for GEBRD) and nb = 32 for the comparison (a blocked instantiation takes
+# 4-8 s to compile, about five times a staged one).
 _SHAPES = ((8, 4), (16, 4), (32, 4), (32, 8))
-GEBRD_SETTINGS = tuple(GebrdSetting(x, y, s) for s in (True, False) for x, y in _SHAPES)
+STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in _SHAPES)
+BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 32))
+GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS)
+# ORGBR's thread shapes (orgbr_kernel has no stage or nb).
+ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
+
+# First guesses, unmeasured (TODO(#6): bench/gebrd.py measures the switch-over):
+# the paper switches from big-tile to the classic blocked design near n = 128
+# (K40c); the panel width 16 is its best for GEBRD.
+BLOCKED_FROM = 128
+DEFAULT_BLOCKED = GebrdSetting(32, 8, False, 16)
 
 
 def _threads_for(dim: int) -> tuple[int, int]:
@@ -76,20 +127,23 @@ def _threads_for(dim: int) -> tuple[int, int]:
 def choose_gebrd_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> GebrdSetting:
     """Default setting for the largest (m, n) of a batch.
 
-    The big-tile (staged) design whenever the matrix fits into the device's
-    opt-in shared memory (227 KiB on H100: square up to n = 166 in float64,
-    117 in complex128): each of the 2 min(m, n) GEMVs of the sweep then reads
-    shared memory.  Larger matrices run the same sweep from device memory.
-    First guesses from the paper (big-tile below n = 128) and the shared-memory
-    limit; ``bench/gebrd.py --sweep`` times every setting per size.
-    TODO(#6): the classic blocked design (LABRD panel + GEMM trailing update)
-    for the sizes past the shared-memory limit.
+    * big-tile (staged) while the matrix fits into the device's opt-in shared
+      memory (227 KiB on H100: square up to n = 166 in float64, 117 in
+      complex128) and min(m, n) < BLOCKED_FROM = 128: each of the 2 min(m, n)
+      GEMVs of the sweep reads shared memory; tall and wide matrices stay
+      big-tile whatever their length, as in the paper;
+    * blocked (LABRD panels of 16 + GEMM trailing update, 256 threads) beyond;
+      on narrow matrices (min(m, n) <= 16) too long for shared memory that is
+      the unblocked sweep in device memory (no panel).
+    The switch-over at 128 is the paper's (K40c), not measured here yet:
+    ``bench/gebrd.py --switch`` times staged against blocked at n = 64..512.
     """
     x, y = _threads_for(max(m, n))
     staged = GebrdSetting(x, y, True)
-    if staged.smem_bytes(m, n, itemsize) <= smem_limit:
+    fits = staged.smem_bytes(m, n, itemsize) <= smem_limit
+    if fits and min(m, n) < BLOCKED_FROM:
         return staged
-    return GebrdSetting(x, y, False)
+    return DEFAULT_BLOCKED
 
 
 @dataclass(frozen=True)
@@ -97,15 +151,34 @@ class GebrdPlan:
     grid: int
     block: int
     smem: int
+    xy_shared: bool = False  # blocked: X and Y in shared memory
+    work_elems: int = 0      # blocked without xy_shared: device workspace (elements of T)
 
 
 def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, count: int,
-               smem_limit: int) -> GebrdPlan:
+               smem_limit: int, sm_count: int = 132) -> GebrdPlan:
     """Grid, block and shared memory of one gebrd_kernel launch (pure).
 
     One block per matrix, at most 2^31 - 1 blocks (grid-stride loop beyond).
     A staged setting whose matrix does not fit is a ValueError before launch.
+    Blocked: X and Y go into shared memory when the whole layout fits the
+    limit; otherwise into a device workspace of one (m_max + n_max) nb slot per
+    block, the grid then capped at the blocks the device holds at once by their
+    thread count (sm_count * 2048 / threads) so the workspace stays small.
     """
+    if setting.blocked:
+        if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
+            smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
+            return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, smem, False, 0)
+        with_xy = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=True)
+        if with_xy <= smem_limit:
+            return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, with_xy, True, 0)
+        smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
+        if smem > smem_limit:
+            raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
+                             f"matrix (the device allows {smem_limit})")
+        grid = max(1, min(count, sm_count * max(1, 2048 // setting.threads)))
+        return GebrdPlan(grid, setting.threads, smem, False, grid * (m_max + n_max) * setting.nb)
     smem = setting.smem_bytes(m_max, n_max, itemsize)
     if smem > smem_limit:
         raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "

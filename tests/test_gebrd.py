@@ -6,7 +6,9 @@ xORT01): ||A - Q B P^H|| / (max(m, n) ||A|| eps), ||I - Q^H Q|| / (m eps),
 ||I - P P^H|| / (n eps), all <= 30; the singular values of B match
 scipy.linalg.svdvals(A) to 30 max(m, n) eps sigma_1.  GPU runs force every
 registered setting (that fits) and the default chooser; outputs come from a
-NaN-poisoned pool.
+NaN-poisoned pool.  The blocked design (LABRD panels + GEMM trailing update) is
+forced on both backends at sizes around its panel edges; on the CPU its output
+equals the unblocked sweep's to rounding (the same reflectors in exact arithmetic).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import scipy.linalg
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batched.factorizations.gebrd import gebrd, orgbr
-from batched.factorizations.gebrd_settings import (GEBRD_SETTINGS, GebrdSetting, choose_gebrd_setting,
-                                                   plan_gebrd, plan_orgbr)
+from batched.factorizations.gebrd import _gebd2_numpy, _gebrd_blocked_numpy, gebrd, orgbr
+from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS, GebrdSetting,
+                                                   choose_gebrd_setting, plan_gebrd, plan_orgbr)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, batch_shapes, random_array
 
@@ -163,8 +165,12 @@ SETTINGS_UNDER_TEST = [*GEBRD_SETTINGS, None]
 @given(data=st.data())
 @SETTINGS
 def test_gebrd_residuals(xp, setting, data):
-    gpu_only_setting(xp, setting)
+    if setting is None or not setting.blocked:  # blocked settings change the CPU algorithm: run them there
+        gpu_only_setting(xp, setting)
     m, n, dtype, batch, kind, layout, seed = data.draw(gebrd_cases(CPU_MAX if xp is np else 64))
+    if xp is np and setting is not None:  # past the panel width, where the blocked algorithm differs
+        m, n = m + setting.nb, n + setting.nb + (m % 3) - 1
+        batch = batch[:1]
     if setting is not None and setting.stage and setting.smem_bytes(m, n, dtype.itemsize) > 227 * 1024:
         return
     A = make_matrices(np.random.default_rng(seed), batch, m, n, dtype, kind)
@@ -358,9 +364,15 @@ def test_chooser_and_plan():
     s = choose_gebrd_setting(8, 8, 8)
     assert s.stage and s.threads == 32
     assert choose_gebrd_setting(64, 64, 8).stage
-    assert choose_gebrd_setting(128, 128, 8).stage
+    assert choose_gebrd_setting(127, 127, 8).stage
+    # the classic blocked design from n = 128 (the paper's switch-over, unmeasured here)
+    assert choose_gebrd_setting(128, 128, 8) == GebrdSetting(32, 8, False, 16)
     big = choose_gebrd_setting(300, 300, 8)
-    assert not big.stage and big.threads == 256
+    assert big.blocked and not big.stage and big.threads == 256 and big.nb == 16
+    # tall / wide stay big-tile while they fit, whatever their length
+    assert choose_gebrd_setting(200, 100, 8).stage and choose_gebrd_setting(100, 200, 8).stage
+    # narrow ones too long for shared memory: the blocked kernel (no panel: the sweep in device memory)
+    assert choose_gebrd_setting(5000, 8, 8).blocked
     # staged: matrix + w + GEMV and vector work; 16-byte aligned parts
     assert s.smem_bytes(8, 8, 8) == 8 * 8 * 8 + 64
     assert GebrdSetting(32, 8, True).smem_bytes(100, 50, 16) == 100 * 50 * 16 + 1600 + 32 * 8 * 4 * 16 + 8 * 48
@@ -372,7 +384,165 @@ def test_chooser_and_plan():
     with pytest.raises(ValueError):
         plan_gebrd(GebrdSetting(32, 8, True), 300, 300, 8, 1, 227 * 1024)
     assert plan_orgbr(GebrdSetting(32, 4, False), 100, 8, 5, 227 * 1024).smem == 2 * 800 + 32 * 4 * 4 * 8 + 4 * 48
-    # the switch to the device-memory sweep follows the shared-memory limit
-    assert choose_gebrd_setting(166, 166, 8).stage and not choose_gebrd_setting(167, 167, 8).stage
-    assert choose_gebrd_setting(117, 117, 16).stage and not choose_gebrd_setting(118, 118, 16).stage
-    assert choose_gebrd_setting(100, 100, 8, smem_limit=48 * 1024).stage is False
+    # the switch to the blocked design follows the shared-memory limit too
+    assert choose_gebrd_setting(117, 117, 16).stage and choose_gebrd_setting(118, 118, 16).blocked
+    assert choose_gebrd_setting(100, 100, 8, smem_limit=48 * 1024).blocked
+
+
+def test_blocked_plan():
+    b16 = GebrdSetting(32, 8, False, 16)
+    # sv (16 pad + 300) + su (300) + t (2 nb) + work max(GEMV 1024, GEMM 8*65 + 8*33) + vwork 8*48 + X, Y
+    base = (316 + 300 + 32 + 1024) * 8 + 384
+    assert b16.smem_bytes(300, 300, 8, xy_shared=False) == base
+    assert b16.smem_bytes(300, 300, 8) == base + 600 * 16 * 8
+    plan = plan_gebrd(b16, 300, 300, 8, 10_000, 227 * 1024)
+    assert plan.xy_shared and plan.work_elems == 0 and plan.grid == 10_000 and plan.smem == base + 600 * 16 * 8
+    # X and Y past the limit: a device workspace slot per block, the grid capped at resident blocks
+    big = plan_gebrd(b16, 512, 512, 16, 10_000, 227 * 1024, sm_count=132)
+    assert not big.xy_shared and big.grid == 132 * 8 and big.work_elems == big.grid * 1024 * 16
+    assert big.smem == b16.smem_bytes(512, 512, 16, xy_shared=False) <= 227 * 1024
+    small = plan_gebrd(b16, 512, 512, 16, 5, 227 * 1024, sm_count=132)
+    assert small.grid == 5 and small.work_elems == 5 * 1024 * 16
+    # no panel (min(m, n) <= nb): no X, Y
+    narrow = plan_gebrd(b16, 5000, 16, 8, 10_000, 227 * 1024)
+    assert not narrow.xy_shared and narrow.work_elems == 0 and narrow.grid == 10_000
+    assert GebrdSetting(32, 8, False, 32).smem_bytes(64, 64, 4) == (
+        (32 + 64) * 4 + 64 * 4 + 64 * 4 + 1024 * 4 + 384 + 128 * 32 * 4)
+    assert str(b16) == "gebrd32x8blocked16" and str(GebrdSetting(8, 4)) == "gebrd8x4staged"
+
+
+# --- the blocked design (LABRD panels + trailing GEMM) -----------------------------------------
+
+
+def _unblocked_reference(A):
+    """The unblocked sweep's outputs on A, and how far they move when A is perturbed
+    by a few units of roundoff (the sensitivity of the reduction itself: near-
+    degenerate trailing blocks amplify rounding in the last reflectors, whatever the
+    algorithm)."""
+    a = np.array(A, copy=True)
+    ref = (a, *_gebd2_numpy(a.reshape(-1, *A.shape[-2:])))
+    rng = np.random.default_rng(12345)
+    noise = rng.uniform(-4, 4, A.shape) * eps(A.dtype)
+    with np.errstate(all="ignore"):
+        ap = (A * (1 + noise).astype(real_of(A.dtype))).astype(A.dtype)
+    moved = (ap, *_gebd2_numpy(ap.reshape(-1, *A.shape[-2:])))
+    spread = [np.abs(np.asarray(x).reshape(y.shape) - y).max(initial=0) for x, y in zip(moved, ref)]
+    return [np.asarray(x).reshape(*A.shape[:-2], *x.shape[1:]) if i else x for i, x in enumerate(ref)], spread
+
+
+def _close_to_unblocked(A, got):
+    """Blocked vs unblocked outputs equal to rounding: |x - x_ref| <= 64 max(m, n) eps
+    ||A|| plus 16 times the move of x_ref under a roundoff-sized perturbation of A."""
+    A = np.asarray(A)
+    m, n = A.shape[-2:]
+    ref, spread = _unblocked_reference(A)
+    scale = max(np.abs(A).max(initial=0), np.finfo(np.float64).tiny)
+    tol = 64 * max(m, n) * eps(A.dtype)
+    for name, x, y, moved in zip(("a", "d", "e", "tauq", "taup"), got, ref, spread):
+        x = np.asarray(to_np(x))
+        assert x.shape == y.shape, name
+        # d, e scale with A; tau is in [0, 2]; a holds both (O(1) reflector entries)
+        s = 1.0 if name.startswith("tau") else max(scale, 1.0) if name == "a" else scale
+        bound = tol * s + 16 * moved
+        assert np.abs(x - y).max(initial=0) <= bound, (name, np.abs(x - y).max(initial=0), bound)
+
+
+@given(m=st.integers(1, 14), n=st.integers(1, 14), nb=st.integers(1, 5), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**31))
+@SETTINGS
+def test_blocked_numpy_equals_unblocked(m, n, nb, dtype, seed):
+    """Small panel widths put many panels and every edge into small matrices."""
+    A = make_matrices(np.random.default_rng(seed), (3,), m, n, dtype, "random")
+    a = A.copy()
+    got = _gebrd_blocked_numpy(a, nb)
+    _close_to_unblocked(A, (a, *got))
+
+
+def _panel_edge_shapes(nb):
+    sizes = (nb - 1, nb, nb + 1, 2 * nb + 1)
+    return [(s, s) for s in sizes] + [(2 * s, s) for s in sizes] + [(s, 2 * s + 3) for s in sizes]
+
+
+BLOCKED_CASES = [(s, shape) for s in BLOCKED_SETTINGS for shape in _panel_edge_shapes(s.nb)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("setting, shape", BLOCKED_CASES, ids=[f"{s}-{m}x{n}" for s, (m, n) in BLOCKED_CASES])
+def test_gebrd_blocked_panel_edges(xp, setting, shape, dtype):
+    m, n = shape
+    A = make_matrices(rng_for("blocked", setting, shape, dtype), (2,), m, n, dtype, "random")
+    poison_pool(xp, result_bytes((2,), m, n, dtype))
+    out = gebrd(to_xp(xp, A), setting=setting)
+    check_shapes(A, out)
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
+    check_singular_values(A, out[1], out[2])
+    if xp is np:  # the blocked algorithm against the unblocked sweep
+        _close_to_unblocked(A, out[:5])
+
+
+@pytest.mark.parametrize("kind", ["svd_geo", "rank_deficient", "zero", "identity", "rand_scaled_ofl",
+                                  "rand_scaled_ufl"])
+def test_gebrd_blocked_matrix_kinds(xp, kind):
+    setting = BLOCKED_SETTINGS[0]
+    for m, n in ((40, 37), (37, 40)):
+        A = make_matrices(rng_for("bkinds", kind, m, n), (2,), m, n, np.complex128, kind)
+        out = gebrd(to_xp(xp, A), setting=setting)
+        rec, oq, op = ratios(A, *out[:5], xp)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (kind, rec, oq, op)
+        if kind == "zero":
+            assert not to_np(out[1]).any() and not to_np(out[3]).any()
+
+
+def test_gebrd_blocked_nan_stays_in_its_matrix(xp):
+    A = make_matrices(rng_for("bnan"), (4,), 40, 36, np.float64, "random")
+    A[1, 30, 2] = np.nan
+    A[3, 0, 35] = np.inf
+    a, d, e, tauq, taup, _ = (to_np(x) for x in gebrd(to_xp(xp, A), setting=BLOCKED_SETTINGS[0]))
+    clean = [0, 2]
+    for x in (a, d, e, tauq, taup):
+        assert np.isfinite(x[clean]).all()
+    assert np.isnan(d[1]).any()
+    rec, oq, op = ratios(A[clean], a[clean], d[clean], e[clean], tauq[clean], taup[clean], np)
+    assert rec < THRESHOLD
+
+
+GPU_BLOCKED_SHAPES = [(64, 64), (128, 128), (129, 129), (200, 200), (256, 256), (300, 300), (300, 150),
+                      (150, 300), (257, 33), (33, 257), (512, 512), (1000, 17)]
+
+
+@pytest.mark.parametrize("shape", GPU_BLOCKED_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("setting", BLOCKED_SETTINGS, ids=str)
+def test_gebrd_blocked_gpu_sizes(xp, setting, shape, dtype):
+    """Up to 512 (complex128 512 x 512 puts X and Y into the device workspace), with
+    the three layouts: uniform (F and C order) and the pointer / variable lists."""
+    if xp is np:
+        pytest.skip("large sizes run on the GPU only (the CPU covers the panel edges)")
+    m, n = shape
+    A = make_matrices(rng_for("gpu_blocked", setting, shape, dtype), (3,), m, n, dtype, "random")
+    poison_pool(xp, result_bytes((3,), m, n, dtype))
+    for layout in ("F", "C"):
+        out = gebrd(arrange(xp, A, layout), setting=setting)
+        check_shapes(A, out)
+        rec, oq, op = ratios(A, *out[:5], xp)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (layout, rec, oq, op)
+        check_singular_values(A, out[1], out[2])
+    mats = [A[0], A[1], A[2][: max(m - 5, 1), : max(n - 3, 1)].copy()]  # variable layout
+    for members in (mats[:2], mats):  # pointer layout (same shapes), then variable
+        a, d, e, tauq, taup, _ = gebrd([to_xp(xp, M) for M in members], setting=setting)
+        for i, M in enumerate(members):
+            rec, oq, op = ratios(M, a[i], d[i], e[i], tauq[i], taup[i], np)
+            assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (i, rec, oq, op)
+
+
+@given(m=st.integers(0, GPU_MAX), n=st.integers(0, GPU_MAX), dtype=st.sampled_from(DTYPES),
+       setting=st.sampled_from(BLOCKED_SETTINGS), seed=st.integers(0, 2**31))
+@SETTINGS
+def test_gebrd_blocked_gpu_hypothesis_shapes(xp, m, n, dtype, setting, seed):
+    if xp is np:
+        pytest.skip("shapes up to 300 on the GPU only")
+    A = make_matrices(np.random.default_rng(seed), (2,), m, n, dtype, "random")
+    out = gebrd(to_xp(xp, A), setting=setting)
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (rec, oq, op)
