@@ -23,6 +23,10 @@ qr, lstsq             Householder QR and full-rank least squares (NumPy semantic
 geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
 svd, svdvals          batched SVD (NumPy's (U, S, Vh) order) and singular values: GEBRD -> ORGBR -> BDSQR
 bdsqr                 SVD of real bidiagonal matrices, rotations applied to u / vt; BdsqrSetting
+
+Every routine above also accepts a ``dask.array.Array`` chunked along the batch
+axes (matrix axes whole) and returns Dask arrays, one task per chunk; NumPy
+chunks run on the CPU, CuPy chunks on the GPU (``pip install "batched[dask]"``).
 """
 
 from ._arrays import SUPPORTED_DTYPES, gpu_available
@@ -45,6 +49,13 @@ from .factorizations.qr import gels, geqrf, lstsq, orgqr, qr
 from .factorizations.svd_settings import BDSQR_SETTINGS, BdsqrSetting
 from .factorizations.bdsqr import bdsqr
 from .factorizations.svd import svd, svdvals
+from . import _dask
+
+# Every batched routine also takes Dask arrays chunked along the batch axes
+# (batched/_dask.py); a non-Dask call pays one type check.
+for _name, _spec in _dask.SPECS.items():
+    globals()[_name] = _dask.dask_aware(globals()[_name], _spec)
+del _name, _spec
 
 __version__ = "0.1.0"
 
