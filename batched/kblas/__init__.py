@@ -14,10 +14,23 @@ gemv(A, x, y=None, *, alpha=1, beta=0, trans='N', out=None, setting=None)
 symv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 hemv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 KblasSetting, KBLAS_SETTINGS, choose_kblas_setting
+
+Several GPUs of one host
+------------------------
+DistributedMatrix   one matrix in the 1D block-cyclic column layout over devices
+distribute(A, devices=None, nb=None)   make one from a NumPy or CuPy array
+DistributedMatrix.from_function / .random   fill each device's blocks in place
+gemv, symv and hemv accept a DistributedMatrix as A (batched.kblas.mgpu).
+Host placeholders (``devices=3`` or ``['cpu'] * 3``) run the same layout and
+reduction with NumPy.
 """
 
+from .distributed import DistributedMatrix, distribute
 from .gemv import gemv
 from .settings import KBLAS_SETTINGS, KblasSetting, choose_kblas_setting
 from .symv import hemv, symv
 
-__all__ = ["KBLAS_SETTINGS", "KblasSetting", "choose_kblas_setting", "gemv", "hemv", "symv"]
+from . import mgpu  # noqa: E402,F401  (registers the multi-GPU kernels)
+
+__all__ = ["KBLAS_SETTINGS", "DistributedMatrix", "KblasSetting", "choose_kblas_setting", "distribute",
+           "gemv", "hemv", "symv"]

@@ -14,6 +14,7 @@ from .. import _arrays as ar
 from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
+from .distributed import DistributedMatrix
 from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
 
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
@@ -36,11 +37,12 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
 
     Parameters
     ----------
-    A : array_like, shape (m, n)
+    A : array_like or DistributedMatrix, shape (m, n)
         Column-major (Fortran-ordered) A is native; row-major A is read as the
         transpose of its column-major view, without a copy.  Submatrix views
         ``B[i:i+m, j:j+n]`` at any offset run at full speed; other strides
-        (no unit stride in either direction) are copied once.
+        (no unit stride in either direction) are copied once.  A
+        :class:`DistributedMatrix` runs on its devices (see Notes).
     x : array_like, shape (k,)
         k = n for 'N', m for 'T'/'C'; any stride (negative too).
     y : array_like, optional
@@ -77,7 +79,16 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     NumPy arrays run on the CPU backend.  Operands of different precisions
     promote like ``numpy.result_type``.  The result is deterministic: blocks
     sharing an output segment combine their partial sums in a fixed order.
+
+    With a :class:`DistributedMatrix` A, each device multiplies its local
+    block columns on its own stream ('N': by its entries of x, the partials
+    summed; 'T'/'C': its own outputs, scattered) and the result is formed on
+    the device of x, or on the host for a NumPy x (see batched.kblas.mgpu).
     """
+    if isinstance(A, DistributedMatrix):
+        from . import mgpu
+
+        return mgpu.gemv(A, x, y, alpha, beta, trans, out, setting)
     op = ar.parse_op(trans, "trans")
     p = cm.validate(A, x, y, out, alpha, beta)
     check_kblas_setting(setting, "gemv", p.dtype)

@@ -16,6 +16,7 @@ from .. import _arrays as ar
 from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
+from .distributed import DistributedMatrix
 from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
 
 SOURCE = cm.SOURCE_DIR / "kblas_symv.cu"
@@ -39,10 +40,11 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
 
     Parameters
     ----------
-    A : array_like, shape (n, n)
+    A : array_like or DistributedMatrix, shape (n, n)
         Only the triangle named by ``lower`` is read (the other may hold
         anything, NaN included).  Column-major A is native; row-major A and
-        submatrix views at any offset are read in place.
+        submatrix views at any offset are read in place.  A
+        :class:`DistributedMatrix` runs on its devices (see Notes).
     x : array_like, shape (n,)
     y : array_like, optional
         Added as ``beta * y``; never read when ``beta == 0``, never written.
@@ -76,6 +78,11 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
     add into the result with atomics, so the last bits of a result may differ
     from call to call.  For complex A this is the complex *symmetric* product
     (no conjugation); see :func:`hemv`.
+
+    With a :class:`DistributedMatrix` A, each device reads the stored tiles
+    of its own block columns once, applies them as A and A^T (A^H for HEMV)
+    on its own stream, and the partial vectors are summed on the device of x
+    (on the host for a NumPy x); see batched.kblas.mgpu.
     """
     return _symv(A, x, y, alpha, beta, lower, out, setting, hermitian=False)
 
@@ -95,6 +102,10 @@ def hemv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
 
 
 def _symv(A, x, y, alpha, beta, lower, out, setting, hermitian):
+    if isinstance(A, DistributedMatrix):
+        from . import mgpu
+
+        return mgpu.symv(A, x, y, alpha, beta, lower, out, setting, hermitian)
     if not isinstance(lower, (bool, np.bool_)):
         raise TypeError(f"lower must be True or False, got {lower!r}")
     p = cm.validate(A, x, y, out, alpha, beta)

@@ -1,0 +1,415 @@
+"""GEMV, SYMV and HEMV on a :class:`DistributedMatrix` (several devices of one host).
+
+``batched.kblas.gemv/symv/hemv`` send a DistributedMatrix here.  Each device
+computes a partial result from its local matrix (the block columns it owns):
+
+GEMV 'N'   partial_d = A_d x_d, with x_d the entries of x at device d's global
+           columns (gathered on the device); the partials are summed.
+GEMV 'T'/'C'  partial_d = op(A_d) x, the outputs of device d's own columns;
+           they are scattered into the result (no sum).
+SYMV/HEMV  partial_d (length n) from kblas_mgpu.cu: every stored tile of the
+           named triangle in device d's columns is read once and applied as A
+           and A^H (A^T); the diagonal tiles mirrored.  Partials are summed.
+
+The result is alpha * (sum or scatter of the partials) + beta * y, formed on
+the device of x (or on the host for a NumPy x).
+
+Streams and ordering (CuPy).  Each GPU works on its own non-blocking stream
+S_d (one per device, kept for the process).  On the target device (the
+device of x) the caller's current stream S_t records an event after x is made
+contiguous and the landing buffer is allocated; every S_d waits on it, copies
+x to its device, computes its partial, and sends it to the target:
+peer-to-peer (cudaMemcpyPeerAsync) when the two GPUs have peer access, else
+through pinned host memory (device-to-host on S_d, host-to-device on S_t after
+S_d's event).  S_t waits on every device's event and then sums, scales and
+stores.  Nothing synchronizes the host, except a NumPy x (the host reduction
+needs the partials) and first-use setup (streams, peer access, index arrays).
+Buffers a stream reads on another device are freed only into the stream-
+ordered pool of a stream that waits for the reader, so reuse is safe; pinned
+staging buffers are kept alive until an event after their last use fires.
+
+The NumPy backend (host devices) runs the same decomposition: the same local
+products and the same reduction, with NumPy matmul.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _arrays as ar
+from ..device_functions import build
+from . import _common as cm
+from .distributed import DistributedMatrix
+from .gemv import gemv as _single_gemv
+from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
+from .symv import full_from_triangle
+
+SOURCE = cm.SOURCE_DIR / "kblas_mgpu.cu"
+
+# Launch flags of kblas_mgpu.cu.
+_LOWER, _HERMITIAN = 1, 2
+# Fits every dtype (complex128 included) and divides every GPU block width.
+_FALLBACK = KblasSetting(32, 4)
+
+
+def kernel_names(dtype, setting: KblasSetting) -> tuple[str, str]:
+    """(diagonal kernel, off-diagonal kernel) of one dtype and setting."""
+    args = f"{cm.ctype(dtype)}, {setting.template_args()}"
+    return f"kblas_symv_mgpu_diag_kernel<{args}>", f"kblas_symv_mgpu_offdiag_kernel<{args}>"
+
+
+build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS if s.fits("symv", dt)
+                        for name in kernel_names(dt, s)])
+
+
+@dataclass
+class Call:
+    """One validated call on a DistributedMatrix."""
+
+    D: DistributedMatrix
+    x: object
+    y: object
+    out: object
+    xp: object          # backend of x, y, out (the result's)
+    dtype: np.dtype
+    alpha: object
+    beta: object
+    rows: int = 0
+    inner: int = 0
+
+    @property
+    def read_y(self) -> bool:
+        return self.y is not None and self.beta != 0
+
+
+def validate(D: DistributedMatrix, x, y, out, alpha, beta, rows: int, inner: int, what: str) -> Call:
+    """Named errors before any work: backends, dtypes, scalars, lengths."""
+    x, _ = ar.as_array(x, "x")
+    y = ar.as_array(y, "y")[0] if y is not None else None
+    out = ar.as_array(out, "out")[0] if out is not None else None
+    xp = ar.common_backend({"x": x, "y": y, "out": out})
+    if not D.on_gpu and xp is not np:
+        raise ValueError("A is a DistributedMatrix on host devices; x, y and out must be NumPy arrays")
+    dtype = ar.result_dtype({"A": np.empty(0, D.dtype), "x": x, "y": y})
+    alpha = ar.check_scalar(alpha, "alpha", dtype)
+    beta = ar.check_scalar(beta, "beta", dtype)
+    if x.ndim != 1:
+        raise ValueError(f"x must be a 1-D vector, got shape {x.shape}")
+    if x.shape[0] != inner:
+        raise ValueError(f"x has shape {x.shape} but {what} has {inner} columns (A has shape {D.shape})")
+    ar.check_result_operands(y, "y", out, (rows,), dtype)
+    return Call(D, x, y, out, xp, dtype, alpha, beta, rows, inner)
+
+
+# --- public entry points (called by gemv.py / symv.py) ---------------------------------
+
+
+def gemv(D, x, y, alpha, beta, trans, out, setting):
+    op = ar.parse_op(trans, "trans")
+    m, n = D.shape
+    rows, inner = (m, n) if op == "N" else (n, m)
+    c = validate(D, x, y, out, alpha, beta, rows, inner, "op(A)")
+    check_kblas_setting(setting, "gemv", c.dtype)
+    early = _shortcut(c)
+    if early is not None:
+        return early
+    kind = "sum" if op == "N" else "scatter"
+    if not D.on_gpu:
+        return _finish_host(c, kind, [(d, _host_gemv_partial(c, d, op)) for d in _active(D)])
+    return _run_gpu(c, kind, lambda d, xd, dest: _gemv_partial(c, d, op, xd, dest, setting),
+                    lambda d: m if op == "N" else D.locals[d].shape[1])
+
+
+def symv(D, x, y, alpha, beta, lower, out, setting, hermitian):
+    name = "hemv" if hermitian else "symv"
+    if not isinstance(lower, (bool, np.bool_)):
+        raise TypeError(f"lower must be True or False, got {lower!r}")
+    m, n = D.shape
+    if m != n:
+        raise ValueError(f"A must be square for {name}, got shape {D.shape}")
+    c = validate(D, x, y, out, alpha, beta, n, n, "A")
+    check_kblas_setting(setting, "symv", c.dtype)
+    herm = hermitian and c.dtype.kind == "c"
+    lower = bool(lower)
+    if not D.on_gpu:
+        early = _shortcut(c)
+        if early is not None:
+            return early
+        return _finish_host(c, "sum", [(d, _host_symv_partial(c, d, lower, herm)) for d in _active(D)])
+    kernel_setting = _symv_setting(D, c.dtype, setting)  # named error before any work
+    early = _shortcut(c)
+    if early is not None:
+        return early
+    return _run_gpu(c, "sum", lambda d, xd, dest: _symv_partial(c, d, lower, herm, xd, dest, kernel_setting),
+                    lambda d: n)
+
+
+def _active(D) -> list[int]:
+    """Devices that own columns (a device may own none when blocks < devices)."""
+    return [d for d in range(len(D.devices)) if D.locals[d].shape[1] > 0]
+
+
+def _shortcut(c: Call):
+    """The result when no product is needed (BLAS: alpha == 0 or an empty inner
+    dimension reads neither A nor x), else None."""
+    if c.rows and c.alpha != 0 and c.inner:
+        return None
+    xp = c.xp
+    if c.xp is not np:
+        with xp.cuda.Device(c.x.device.id):
+            return _store(c, _scaled_y(c, xp.zeros((c.rows,), c.dtype)))
+    return _store(c, _scaled_y(c, np.zeros((c.rows,), c.dtype)))
+
+
+def _scaled_y(c: Call, acc):
+    """alpha * acc + beta * y (y read only when beta != 0)."""
+    res = acc * c.alpha if c.alpha != 1 else acc
+    if c.read_y:
+        res = res + c.beta * c.y.astype(c.dtype, copy=False)
+    return res
+
+
+def _store(c: Call, res):
+    if c.out is not None:
+        c.out[...] = res
+        return c.out
+    return res
+
+
+# --- NumPy backend: the same partial products on host devices ----------------------------
+
+
+def _host_gemv_partial(c: Call, d: int, op: str):
+    local = c.D.locals[d].astype(c.dtype, copy=False)
+    x = c.x.astype(c.dtype, copy=False)
+    if op == "N":
+        return local @ x[c.D.global_columns(d)]
+    return ar.apply_op(local, op, np) @ x
+
+
+def _host_symv_partial(c: Call, d: int, lower: bool, herm: bool):
+    """Device d's share: each stored block of its block columns read once, used twice."""
+    D = c.D
+    n = D.shape[0]
+    local = D.locals[d].astype(c.dtype, copy=False)
+    x = c.x.astype(c.dtype, copy=False)
+    part = np.zeros(n, c.dtype)
+    lay = D.layout
+    for b in lay.blocks_of(d):
+        g0, w, j = b * D.nb, lay.width(b), lay.local_start(b)
+        panel = local[:, j:j + w]
+        cols = slice(g0, g0 + w)
+        part[cols] += full_from_triangle(panel[cols], lower, herm) @ x[cols]
+        others = slice(g0 + w, n) if lower else slice(0, g0)
+        B = panel[others]  # the stored off-diagonal blocks of block column b
+        if B.size:
+            part[others] += B @ x[cols]
+            part[cols] += (B.conj().T if herm else B.T) @ x[others]
+    return part
+
+
+def _finish_host(c: Call, kind: str, partials):
+    """Sum (or scatter) the partials in device order, then alpha and beta."""
+    acc = np.zeros((c.rows,), c.dtype)
+    for d, p in partials:
+        if kind == "sum":
+            acc += p
+        else:
+            acc[c.D.global_columns(d)] = p
+    return _store(c, _scaled_y(c, acc))
+
+
+# --- CuPy: streams, transfers, partials ------------------------------------------------
+
+
+def _cp():
+    return ar.cupy_or_none()
+
+
+_streams: dict = {}
+_peer: dict = {}
+_pending: list = []  # (event, objects kept alive until it fires)
+
+
+def _stream(dev: int):
+    s = _streams.get(dev)
+    if s is None:
+        cp = _cp()
+        with cp.cuda.Device(dev):
+            s = cp.cuda.Stream(non_blocking=True)
+        _streams[dev] = s
+    return s
+
+
+def peer_access(dst: int, src: int) -> bool:
+    """Can ``dst`` and ``src`` copy directly (enabled both ways on first use)."""
+    if dst == src:
+        return True
+    key = (min(dst, src), max(dst, src))
+    ok = _peer.get(key)
+    if ok is None:
+        cp = _cp()
+        rt = cp.cuda.runtime
+        ok = bool(rt.deviceCanAccessPeer(dst, src)) and bool(rt.deviceCanAccessPeer(src, dst))
+        if ok:
+            for a, b in ((dst, src), (src, dst)):
+                with cp.cuda.Device(a):
+                    try:
+                        rt.deviceEnablePeerAccess(b)
+                    except rt.CUDARuntimeError:  # already enabled (by CuPy or an earlier call)
+                        pass
+        _peer[key] = ok
+    return ok
+
+
+def _keep(event, *objects) -> None:
+    _pending[:] = [(e, o) for e, o in _pending if not e.done]
+    _pending.append((event, objects))
+
+
+def _run_gpu(c: Call, kind: str, partial, length):
+    """Partials on every device's stream, then the reduction on x's device.
+
+    ``partial(d, xd, dest)`` enqueues device d's partial product into ``dest``
+    (on that device, current stream S_d) given x on that device (``xd``,
+    contiguous, of the result dtype); ``length(d)`` is its length.  Called
+    with rows > 0, alpha != 0 and a non-empty inner dimension.
+    """
+    cp = _cp()
+    rt = cp.cuda.runtime
+    D, dtype = c.D, c.dtype
+    item = dtype.itemsize
+    active = _active(D)
+    lengths = [length(d) for d in active]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    host_target = c.xp is np
+    if host_target:
+        t = None
+        xh = np.ascontiguousarray(c.x, dtype=dtype)
+    else:
+        t = c.x.device.id
+        with cp.cuda.Device(t):
+            st = cp.cuda.get_current_stream()
+            xt = cp.ascontiguousarray(c.x).astype(dtype, copy=False)
+            land = cp.empty(int(offsets[-1]), dtype)
+            start = cp.cuda.Event(disable_timing=True)
+            start.record(st)
+    # First use: enable peer access (a setup call, before anything is enqueued).
+    peers = {D.devices[d]: not host_target and peer_access(t, D.devices[d]) for d in active}
+    done = []  # (event on S_d after its partial left, pinned staging buffer or None) per active device
+    for i, d in enumerate(active):
+        dev = D.devices[d]
+        sd = _stream(dev)
+        with cp.cuda.Device(dev), sd:
+            # x on this device, after the caller's work on x (the start event).
+            if host_target:
+                xd = cp.empty(c.inner, dtype)
+                if c.inner:
+                    rt.memcpyAsync(xd.data.ptr, xh.ctypes.data, xh.nbytes, rt.memcpyHostToDevice, sd.ptr)
+            else:
+                sd.wait_event(start)
+                if dev == t:
+                    xd = xt
+                else:
+                    xd = cp.empty(c.inner, dtype)
+                    rt.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes, sd.ptr)
+            direct = not host_target and dev == t
+            # On x's device the partial is written straight into its landing slot.
+            dest = land[int(offsets[i]):int(offsets[i + 1])] if direct else cp.empty(lengths[i], dtype)
+            partial(d, xd, dest)
+            nbytes = lengths[i] * item
+            pinned = None
+            if host_target or (not direct and not peers[dev]):  # through pinned host memory
+                import cupyx
+
+                pinned = cupyx.empty_pinned((lengths[i],), dtype)
+                rt.memcpyAsync(pinned.ctypes.data, dest.data.ptr, nbytes, rt.memcpyDeviceToHost, sd.ptr)
+            elif not direct:  # peer-to-peer (NVLink)
+                rt.memcpyPeerAsync(land.data.ptr + int(offsets[i]) * item, t, dest.data.ptr, dev, nbytes, sd.ptr)
+            ev = cp.cuda.Event(disable_timing=True)
+            ev.record(sd)
+            done.append((ev, pinned))
+
+    if host_target:
+        for ev, _ in done:
+            ev.synchronize()  # the host reduction needs the partials
+        return _finish_host(c, kind, [(d, pinned) for d, (_, pinned) in zip(active, done)])
+
+    with cp.cuda.Device(t):
+        for i, (ev, pinned) in enumerate(done):
+            st.wait_event(ev)
+            if pinned is not None:  # no peer access: the host-staged second half of the copy
+                rt.memcpyAsync(land.data.ptr + int(offsets[i]) * item, pinned.ctypes.data, pinned.nbytes,
+                               rt.memcpyHostToDevice, st.ptr)
+                after = cp.cuda.Event(disable_timing=True)
+                after.record(st)
+                _keep(after, pinned)
+        if kind == "sum":
+            acc = land.reshape(len(active), c.rows).sum(axis=0) if len(active) > 1 else land
+        else:
+            acc = land[_positions(D, active, t)]
+        return _store(c, _scaled_y(c, acc))
+
+
+def _positions(D: DistributedMatrix, active, t: int):
+    """pos[g] = where global column g's output lies in the concatenated partials (cached on t)."""
+    key = ("positions", t)
+    pos = D._index_cache.get(key)
+    if pos is None:
+        order = np.concatenate([D.global_columns(d) for d in active])
+        host = np.empty(D.shape[1], np.int64)
+        host[order] = np.arange(order.size, dtype=np.int64)
+        cp = _cp()
+        with cp.cuda.Device(t):
+            pos = cp.asarray(host)
+        D._index_cache[key] = pos
+    return pos
+
+
+def _gemv_partial(c: Call, d: int, op: str, xd, dest, setting) -> None:
+    """Device d: dest = op(A_d) x_d with the single-GPU kernel (alpha 1, beta 0)."""
+    x_local = xd[c.D.device_index(d)] if op == "N" else xd
+    _single_gemv(c.D.locals[d], x_local, trans=op, out=dest, setting=setting)
+
+
+def _symv_setting(D: DistributedMatrix, dtype, setting) -> KblasSetting:
+    """The kernel tile must divide the block width (a tile column is then one
+    run of global columns)."""
+    if setting is not None:
+        if D.nb % setting.nb:
+            raise ValueError(f"setting {setting} has tile {setting.nb}, which does not divide "
+                             f"the matrix's block width nb = {D.nb}")
+        return setting
+    s = choose_kblas_setting("symv", dtype, D.shape[0])
+    return s if D.nb % s.nb == 0 else _FALLBACK
+
+
+def symv_plan(n: int, local_cols: int, dtype, setting: KblasSetting, sms: int = 132):
+    """(setting with parts, local tile columns) of one device's launches (pure)."""
+    tiles = cm.blocks(local_cols, setting.nb)
+    row_tiles = cm.blocks(n, setting.nb)
+    parts = setting.parts or choose_parts("symv", tiles, max(row_tiles - 1, 1), sms)
+    return setting.with_parts(parts), tiles
+
+
+def _symv_partial(c: Call, d: int, lower: bool, herm: bool, xd, dest, setting) -> None:
+    """Device d: dest = its share of A x (kblas_mgpu.cu), on the current stream."""
+    cp = _cp()
+    D = c.D
+    n = D.shape[0]
+    local = D.locals[d]
+    if local.dtype != c.dtype:
+        local = cp.asfortranarray(local.astype(c.dtype))
+    ld = local.strides[1] // local.itemsize
+    s, tiles = symv_plan(n, local.shape[1], c.dtype, setting, cm.sm_count())
+    flags = (_LOWER if lower else 0) | (_HERMITIAN if herm else 0)
+    diag, offdiag = kernel_names(c.dtype, s)
+    dest.fill(0)  # rows outside this device's diagonal tiles receive only atomics
+    args = (np.uint64(local.data.ptr), np.int64(ld), np.int32(n), np.int32(local.shape[1]), np.int32(D.nb),
+            np.int32(len(D.devices)), np.int32(d), np.int32(flags), np.uint64(xd.data.ptr),
+            np.uint64(dest.data.ptr))
+    cm.launch(SOURCE, diag, tiles, s.threads, args)
+    if n > s.nb:  # off-diagonal tiles exist; after the diagonal kernel on the same stream
+        cm.launch(SOURCE, offdiag, tiles * s.parts, s.threads, (*args, np.int32(s.parts)))
