@@ -19,7 +19,7 @@ potrf, potrs, posv    LAPACK's Cholesky factor, solve and factor-and-solve (one 
                       CholeskySetting
 gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H from its reflectors;
                       GebrdSetting
-qr, lstsq             Householder QR and full-rank least squares (NumPy semantics, stacked)
+qr, lstsq             Householder QR; minimum-norm least squares by the SVD (any shape and rank)
 geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
 svd, svdvals          batched SVD (NumPy's (U, S, Vh) order) and singular values: GEBRD -> ORGBR -> BDSQR
 bdsqr                 SVD of real bidiagonal matrices, rotations applied to u / vt; BdsqrSetting

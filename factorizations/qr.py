@@ -1,5 +1,10 @@
 """Batched Householder QR: ``geqrf``, ``orgqr``, ``gels`` (LAPACK) and ``qr``, ``lstsq`` (NumPy).
 
+``gels`` covers xGELS's four cases (least squares / minimum norm, trans 'N' /
+'T' / 'C') with the QR of A or of A^H (= the LQ of A); ``lstsq`` is NumPy's
+minimum-norm least squares for any shape and rank, built on the batched SVD
+(``svd.py``) and GEMM.
+
 Launchers and CPU backend.  The GPU kernels (``qr.cu``) follow MAGMA's batched
 designs (``qr_settings.py``): a fused kernel that keeps the whole matrix in
 shared memory and runs the unblocked GEQR2 sweep (``bdf::geqr2``, built on
@@ -33,7 +38,9 @@ from .qr_settings import (ORGQR_DIMS, QR_SETTINGS, QrSetting, check_qr_setting, 
 SOURCE = Path(__file__).with_name("qr.cu")
 
 QRResult = namedtuple("QRResult", ["Q", "R"])
-RANK_DEFICIENT = sv.Failure("rank-deficient matrix", "an exactly zero diagonal entry of R")
+LSTSQ_NOT_CONVERGED = sv.Failure("SVD did not converge in Linear Least Squares",
+                                 "superdiagonals of the bidiagonal form left unconverged, or NaN/Inf entries",
+                                 "unconverged superdiagonals")
 _MODES = ("reduced", "complete", "r", "raw")
 
 
@@ -210,132 +217,212 @@ def qr(A, mode="reduced"):
 
 
 def gels(A, B, *, trans="N", overwrite_a=False, overwrite_b=False, setting=None):
-    """Batched full-rank least squares min ||A x - b|| by QR (LAPACK xGELS, m >= n).
+    """Batched full-rank least squares / minimum-norm solutions by QR or LQ (LAPACK xGELS).
+
+    Solves op(A) X = B for every matrix, op(A) = A, A^T or A^H, A of full rank:
+
+    ======  ========  ===============================================  ==========
+    trans   shape     problem                                          factor
+    ======  ========  ===============================================  ==========
+    'N'     m >= n    least squares  min ||B - A X||                   QR of A
+    'N'     m < n     minimum norm   min ||X||  s.t.  A X = B          LQ of A
+    'T'/'C' m >= n    minimum norm   min ||X||  s.t.  op(A) X = B      QR of A
+    'T'/'C' m < n     least squares  min ||B - op(A) X||               LQ of A
+    ======  ========  ===============================================  ==========
 
     Parameters
     ----------
-    A : array_like (..., m, n) with m >= n, or a list of 2-D arrays
+    A : array_like (..., m, n), or a list of 2-D arrays (any shapes)
     B : array_like
-        Shape ``A.shape[:-1]`` (a batch of vectors of length m), (..., m, k)
-        (batch dimensions broadcast like ``numpy.matmul``) or (m,); with a
-        list ``A``, a list of (m_i,) / (m_i, k) arrays or one (count, m[, k]) array.
-    trans : 'N'
-        Only 'N' (LAPACK's 'T'/'C' solve the transposed, underdetermined
-        problem: NotImplementedError).
+        Right-hand sides with as many rows as op(A) (m for 'N', n for 'T'/'C'):
+        shape ``(*A.shape[:-2], rows)`` (a batch of vectors), (..., rows, k)
+        (batch dimensions broadcast like ``numpy.matmul``) or (rows,); with a
+        list ``A``, a list of (rows_i,) / (rows_i, k) arrays or one
+        (count, rows[, k]) array.
+    trans : {'N', 'T', 'C'}
+        Case-insensitive.  For real dtypes 'T' and 'C' are the same; for
+        complex, 'T' solves A^T X = B (LAPACK's xGELS takes only 'C' there;
+        here A^T X = B is solved as A^H conj(X) = conj(B)).
     overwrite_a, overwrite_b : bool
         Work in A (and B, given as (..., m, k) of the result dtype with one
         matrix per batch element) in place when the layout allows; else copy.
+        Honoured for trans='N' with m >= n (the fused kernel's path); the other
+        cases always work on copies.
     setting : QrSetting, optional
-        Force a kernel setting (GPU).
+        Force the QR kernel's setting (GPU).
 
     Returns
     -------
-    qr : GEQRF's compact factorization of A (broadcast to the batch)
-    X : array (..., n) or (..., n, k) (list for list input)
-        The least-squares solutions.  Where info > 0, X holds (Q^H B)[:n]
-        unsolved (LAPACK leaves B so).
+    qr : array (..., m, n) (list for list input)
+        A overwritten as LAPACK's xGELS leaves it: m >= n, GEQRF's compact QR
+        of A; m < n, GELQF's compact LQ of A (L on and below the diagonal, the
+        reflectors' conjugated v to the right of it, which is exactly the
+        conjugate transpose of GEQRF's output for A^H).  Broadcast to the batch.
+    X : array (..., q) or (..., q, k) (list for list input), q = n for 'N' and
+        m for 'T'/'C': the solution part of LAPACK's B (max(m, n) rows there).
+        Where info > 0 it is not a solution: in the least-squares cases it is
+        (Q^H B)[:q] unsolved (LAPACK leaves B so), in the minimum-norm cases B
+        itself padded with zeros to q rows (LAPACK returns before touching B).
     info : int32 array shaped like the batch
-        0, or j > 0 when R[j-1, j-1] is exactly zero (A rank deficient, as
-        xGELS reports it; nothing is raised).
+        0, or j > 0 when the j-th diagonal entry of the triangular factor (R
+        or L) is exactly zero: A is rank deficient, as xGELS reports it;
+        nothing is raised.  Full rank is required (use :func:`lstsq` for
+        rank-deficient matrices).
 
     Raises
     ------
-    NotImplementedError
-        trans 'T'/'C', or m < n (minimum-norm solutions need an LQ / complete
-        orthogonal factorization).
     TypeError, ValueError
         Bad dtypes, shapes or flags, before any work.
 
     See Also
     --------
-    scipy.linalg.lapack.dgels, lstsq
+    scipy.linalg.lapack.dgels, scipy.linalg.lapack.zgels, scipy.linalg.lstsq, lstsq
 
     Notes
     -----
-    On the GPU factorization, Q^H B and the triangular solve run in one
-    kernel.  Never synchronizes.
+    The LQ factorization of A is computed as the QR factorization of A^H
+    (A = L Q_lq with L = R^H and Q_lq = Q^H, the same reflectors and taus as
+    LAPACK's xGELQF): one GEQRF kernel serves all four cases.  With M = A
+    (m >= n) or A^H (m < n) factored as M = Q R, the least-squares cases solve
+    R X = (Q^H B)[:p] and the minimum-norm cases solve R^H Y = B, X = Q Y,
+    p = min(m, n).  trans='N', m >= n runs factorization, Q^H B and the
+    triangular solve in one kernel on the GPU; the other cases compose
+    launches (GEQRF of M, the GELS kernel or ORGQR + TRSV + GEMM).  Never
+    synchronizes.
     """
     op = ar.parse_op(trans, "trans")
     overwrite_a = sv.check_bool(overwrite_a, "overwrite_a")
     overwrite_b = sv.check_bool(overwrite_b, "overwrite_b")
     check_qr_setting(setting)
-    if op != "N":
-        raise NotImplementedError(f"gels with trans={trans!r} (the transposed, underdetermined problem) is "
-                                  "not implemented; solve with trans='N' on the conjugate transpose")
     if isinstance(A, (list, tuple, MatrixBatch)):
-        qrs, _, X, info = _factor_list(A, B, overwrite_a, setting)
-        return qrs, X, info
-    QRm, Bw, info, vectors, n = _gels_array(A, B, overwrite_a, overwrite_b, setting)
-    X = Bw[..., :n, :]
-    return QRm, (X[..., 0] if vectors else X), info
+        return _gels_list(A, B, op, overwrite_a, setting)
+    A, _ = ar.as_array(A, "A")
+    m, n = (A.shape[-2:] if A.ndim >= 2 else (0, 0))
+    if op == "N" and m >= n:
+        QRm, Bw, info, vectors, n = _gels_array(A, B, overwrite_a, overwrite_b, setting)
+        X = Bw[..., :n, :]
+        return QRm, (X[..., 0] if vectors else X), info
+    return _gels_general(A, B, op, setting)
 
 
 def lstsq(a, b, rcond=None, *, check=True):
-    """Batched ``numpy.linalg.lstsq`` for full-rank m >= n systems, by QR (no SVD).
+    """Batched ``numpy.linalg.lstsq``: minimum-norm least squares by the SVD, any shape and rank.
+
+    For every matrix, x minimizes ||b - a x|| and, among the minimizers, ||x||
+    (singular values at or below ``rcond * s_max`` treated as zero):
+    x = V diag(1/s_i if s_i > rcond s_max else 0) U^H b.
 
     Parameters
     ----------
-    a : array_like (..., m, n), m >= n
+    a : array_like (..., m, n), any m and n (tall, square, wide, rank deficient)
     b : array_like: ``a.shape[:-1]`` (a batch of vectors), (..., m, k) or (m,)
         (the library's right-hand-side rule; NumPy's 2-D ``b`` (m, k) with a
-        2-D ``a`` reads the same).
+        2-D ``a`` reads the same).  Batch dimensions broadcast with a's.
     rcond : float, optional
-        Only for the ``rank`` estimate: diagonal entries of R with
-        |R[i, i]| <= rcond * max|R[j, j]| are counted as zero.  Default
-        (None, as NumPy 2) eps * max(m, n); negative: eps.
+        Relative cut-off for small singular values: s_i <= rcond * s_max count
+        as zero.  Default (None, as NumPy 2): eps * max(m, n), eps of the
+        computation's precision.  As in NumPy, which passes it to LAPACK's
+        xGELSD, rcond <= 0 or rcond >= 1 means machine precision (xLAMCH('E')
+        = eps / 2), not "keep every value" or "drop every value".
     check : bool
-        True (default): raise LinAlgError naming every batch index whose R has
-        an exactly zero diagonal entry (synchronizes).  False: append ``info``.
+        True (default): raise LinAlgError naming every batch index whose SVD
+        did not converge (synchronizes).  False: append ``info``.
 
     Returns
     -------
-    x : array (..., n) or (..., n, k)
-    residuals : real array (..., k) ((..., 1) for vectors, as NumPy's (1,))
-        Squared 2-norms of each column of b - a x, from the last m - n rows of
-        Q^H b as LAPACK/NumPy compute them; shape (..., 0) when m == n (NumPy:
-        empty when m <= n); NaN for a rank-deficient matrix (NumPy would
-        return an empty array, which a batch cannot hold per matrix).
+    x : array (..., n) or (..., n, k), the result dtype
+    residuals : real array
+        Squared 2-norms of each column of b - a x, for problems with m > n and
+        rank n.  Shape:
+
+        * no batch dimensions (one matrix, b (m,) or (m, k)): exactly NumPy's:
+          (k,) ((1,) for a vector b) when m > n and rank == n (and the SVD
+          converged), else (0,);
+        * with batch dimensions: (..., k) ((..., 1) for vectors) whenever
+          m > n, NaN for each matrix of rank < n or whose SVD failed (NumPy
+          would return no residuals for it; a stacked array cannot leave one
+          matrix's row empty); (..., 0) when m <= n.  The shape thus depends on
+          shapes only, so batches, chunks and ``check=False`` never need the
+          ranks on the host.
     rank : int32 array shaped like the batch
-        The number of diagonal entries of R above the rcond cut-off.  QR
-        without pivoting is not rank-revealing: this is an estimate, exact
-        only for full-rank matrices (then min(m, n)).
-    s : None
-        NumPy returns the singular values; computing them needs the SVD,
-        which lstsq does not run (use ``svdvals``).
-    info : int32 array (only with ``check=False``), as :func:`gels`.
+        The number of singular values above ``rcond * s_max``.
+    s : real array (..., min(m, n))
+        The singular values of a, descending (broadcast to the batch).
+    info : int32 array shaped like the batch (only with ``check=False``)
+        0, or > 0 where the SVD did not converge or a holds NaN/Inf (as
+        :func:`svd`'s info); x, residuals and s of that matrix are NaN, its
+        rank meaningless.
 
     Raises
     ------
     numpy.linalg.LinAlgError
-        With ``check=True``, for matrices with an exactly zero diagonal entry
-        in R (rank deficient: the QR solution is not defined).
-    NotImplementedError
-        m < n (minimum-norm solutions).
+        With ``check=True``, "SVD did not converge in Linear Least Squares",
+        naming the batch indices (NumPy's message).  Rank deficiency is not an
+        error.
+    TypeError, ValueError
+        Bad dtypes, shapes or flags, before any work.
 
     See Also
     --------
-    numpy.linalg.lstsq, scipy.linalg.lstsq, gels
+    numpy.linalg.lstsq, scipy.linalg.lstsq, gels, svd
+
+    Notes
+    -----
+    Cost: one SVD (:func:`svd`: GEBRD, ORGBR, BDSQR) plus two or three GEMMs, several
+    times a QR.  :func:`gels` (QR/LQ, one fused kernel for m >= n) is the
+    cheaper route for matrices known to have full rank.  The residuals are
+    computed as ||b - U (U^H b)||^2, equal to ||b - a x||^2 when rank == n and
+    free of a's conditioning.  NumPy always computes in double precision and
+    its default cut-off uses float64's eps; here single-precision input is
+    solved in single precision with float32's eps.  On the GPU, one matrix
+    (no batch dimensions) with m > n synchronizes to decide the residuals'
+    shape as NumPy does; batches synchronize only with ``check=True``.
     """
+    from ..gemm import gemm
+    from .svd import svd
+
     check = sv.check_bool(check, "check")
     if isinstance(a, (list, tuple, MatrixBatch)):
         raise TypeError("lstsq takes stacked arrays (..., m, n); use gels for lists of matrices")
-    QRm, Bw, info, vectors, n = _gels_array(a, b, False, False, None)
-    xp = np if isinstance(QRm, np.ndarray) else ar.cupy_or_none()
-    m = QRm.shape[-2]
-    X = Bw[..., :n, :]
-    real = hh.real_dtype(QRm.dtype)
-    tail = Bw[..., n:, :]
-    res = (tail.real ** 2 + tail.imag ** 2 if tail.dtype.kind == "c" else tail ** 2).sum(axis=-2)
-    if m > n:
-        res = xp.where(info[..., None] > 0, real.type(np.nan), res).astype(real, copy=False)
+    a, _ = ar.as_array(a, "a")
+    b, _ = ar.as_array(b, "b")
+    xp = ar.common_backend({"a": a, "b": b})
+    dtype = ar.result_dtype({"a": a, "b": b})
+    _check_matrix(a, "a")
+    cut = _rcond(rcond)
+    m, n = a.shape[-2:]
+    p = min(m, n)
+    batch, _, k, vectors = sv.rhs_shape(a.shape, b.shape, "b")
+    real = hh.real_dtype(dtype)
+    Bm = xp.broadcast_to((b[..., None] if vectors else b).astype(dtype, copy=False), (*batch, m, k))
+    U, s, Vh, info = svd(a.astype(dtype, copy=False), full_matrices=False, check=False)
+    eps = float(np.finfo(real).eps)
+    # xGELSD's rule (xLALSD): a cut-off outside (0, 1) means machine precision, dlamch('E') = eps / 2
+    cut = eps * max(m, n) if cut is None else (eps / 2 if not 0 < cut < 1 else cut)
+    if p:
+        keep = s > real.type(cut) * s[..., :1]
+        rank = keep.sum(axis=-1).astype(np.int32)
+        sinv = xp.where(keep, 1 / xp.where(keep, s, real.type(1)), real.type(0)).astype(real, copy=False)
     else:
-        res = xp.zeros((*Bw.shape[:-2], 0), real)
-    rank = _rank_from_r(xp, QRm, n, rcond)
-    x = X[..., 0] if vectors else X
+        rank = xp.zeros(s.shape[:-1], np.int32)
+        sinv = s
+    c = gemm(U, Bm, transa="C")                                   # U^H b, (*batch, p, k)
+    x = gemm(Vh, c * sinv[..., :, None], transa="C")              # V diag(1/s) U^H b
+    if m > n:
+        r = gemm(U, c, Bm, alpha=-1.0, beta=1.0)                  # b - U U^H b
+        res = (r.real ** 2 + r.imag ** 2 if r.dtype.kind == "c" else r ** 2).sum(axis=-2).astype(real, copy=False)
+        good = (rank == n) & (info == 0)
+        res = xp.where(good[..., None], res, real.type(np.nan))
+    else:
+        res = xp.zeros((*batch, 0), real)
+    s, rank, info = (_to_batch(xp, v, batch, t) for v, t in ((s, 1), (rank, 0), (info, 0)))
+    if not batch and m > n and not bool(good):   # one matrix: NumPy's empty residuals
+        res = xp.zeros((0,), real)
+    x = x[..., 0] if vectors else x
     if not check:
-        return x, res, rank, None, info
-    sv.raise_if_failed(info, RANK_DEFICIENT)
-    return x, res, rank, None
+        return x, res, rank, s, info
+    sv.raise_if_failed(info, LSTSQ_NOT_CONVERGED)
+    return x, res, rank, s
 
 
 # --- validation --------------------------------------------------------------------------
@@ -371,16 +458,110 @@ def _r_factor(QRm, mode):
     return xp.triu(QRm[..., :rows, :])
 
 
-def _rank_from_r(xp, QRm, n, rcond):
-    batch = QRm.shape[:-2]
-    if n == 0:
-        return xp.zeros(batch, np.int32)
-    m = QRm.shape[-2]
-    eps = float(np.finfo(QRm.dtype).eps)
-    cut = eps * max(m, n) if rcond is None else (eps if rcond < 0 else float(rcond))
-    d = xp.abs(xp.diagonal(QRm[..., :n, :n], axis1=-2, axis2=-1))
-    big = d.max(axis=-1, keepdims=True)
-    return (d > cut * big).sum(axis=-1).astype(np.int32)
+# --- lstsq and the other GELS cases ---------------------------------------------------------
+
+
+def _rcond(rcond):
+    """None, or rcond as a float (NumPy accepts any real number; non-finite is an error here)."""
+    if rcond is None:
+        return None
+    if isinstance(rcond, (bool, np.bool_)) or not isinstance(rcond, (int, float, np.integer, np.floating)):
+        raise TypeError(f"rcond must be a real number or None, got {type(rcond).__name__}")
+    if not np.isfinite(rcond):
+        raise ValueError(f"rcond must be finite, got {rcond}")
+    return float(rcond)
+
+
+def _to_batch(xp, v, batch, core):
+    """v (..., core dims) broadcast to the full batch (a copy only when it grows)."""
+    shape = (*batch, *v.shape[v.ndim - core:])
+    return v if tuple(v.shape) == shape else xp.broadcast_to(v, shape).copy()
+
+
+def _gels_general(A, B, op, setting):
+    """xGELS for trans 'T'/'C', or m < n, on stacked arrays: (LAPACK's A, X, info).
+
+    M = A (m >= n) or A^H (m < n), r x p with r >= p, is factored M = Q R by
+    GEQRF.  ``(op == 'N') == (m >= n)`` is a least-squares problem in M
+    (only op 'C', m < n, reaches here: min ||B - A^H X||), solved by the GELS
+    path on M; otherwise a minimum-norm problem M^H X = B (op 'C', m >= n; or
+    op 'N', m < n, since A = M^H), solved as R^H Y = B (TRSV), X = Q Y (ORGQR's
+    explicit Q, then GEMM).  op 'T' on complex data is op 'C' on conj(B),
+    conjugated back.  Every step is a batched call, so both backends run it.
+    """
+    from ..gemm import gemm
+
+    B, _ = ar.as_array(B, "B")
+    xp = ar.common_backend({"A": A, "B": B})
+    dtype = ar.result_dtype({"A": A, "B": B})
+    _check_matrix(A, "A")
+    m, n = A.shape[-2:]
+    rows, q = (m, n) if op == "N" else (n, m)
+    batch, _, k, vectors = sv.rhs_shape((*A.shape[:-2], rows, q), B.shape, "B")
+    # B as (*batch, rows, k): broadcasting first keeps (..., rows, k) from ever
+    # reading as "a batch of vectors" in the calls below
+    Bm = xp.broadcast_to((B[..., None] if vectors else B).astype(dtype, copy=False), (*batch, rows, k))
+    A = A.astype(dtype, copy=False)
+    conj = op == "T" and dtype.kind == "c"
+    if conj:
+        Bm = Bm.conj()
+    tall = m >= n
+    M = A if tall else xp.conj(xp.swapaxes(A, -1, -2))
+    r, p = max(m, n), min(m, n)
+    if op == "N" and tall:
+        raise AssertionError("trans='N', m >= n takes the GELS kernel path")
+    if not tall and op != "N":    # least squares in M = A^H
+        QRm, Bw, info, _, _ = _gels_array(M, Bm, False, False, setting)
+        X = Bw[..., :p, :]
+    else:                         # minimum norm: M^H X = B
+        QRm, tau, _ = geqrf(M, setting=setting)
+        Y, info = _trsv.solve_triangular(QRm[..., :p, :p], Bm, lower=False, trans="C", check=False)
+        Q, _ = orgqr(QRm, tau)
+        X = gemm(Q, Y)
+        # info > 0: LAPACK's xTRTRS returns first, leaving B; here B padded with zeros
+        kept = xp.zeros((*batch, r, k), dtype)
+        kept[..., :p, :] = Y      # Y is B where info > 0 (solve_triangular's contract)
+        X = xp.where(info[..., None, None] > 0, kept, X)
+    if conj:
+        X = X.conj()
+    lapack_a = QRm if tall else xp.conj(xp.swapaxes(QRm, -1, -2))   # GELQF's compact LQ of A
+    lapack_a = _to_batch(xp, lapack_a, batch, 2)
+    return lapack_a, (X[..., 0] if vectors else X), info
+
+
+def _gels_list(A, B, op, overwrite_a, setting):
+    """gels on a list batch.  trans 'N' with every member tall: the list kernels
+    (pointer / variable layout).  Otherwise members of one shape are stacked and
+    solved together by the array path, one group per distinct shape."""
+    from types import SimpleNamespace
+
+    batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
+    if op == "N" and all(r >= c for r, c in batch.shapes):
+        qrs, _, X, info = _factor_list(A, B, overwrite_a, setting)
+        return qrs, X, info
+    xp, count = batch.xp, batch.count
+    op_shapes = [(r, c) if op == "N" else (c, r) for r, c in batch.shapes]
+    proxy = SimpleNamespace(count=count, shapes=op_shapes, arrays_user=batch.arrays_user, xp=xp, dtype=batch.dtype)
+    members, k, vectors, b_dtype = sv.rhs_list(B, proxy, "B")
+    whole = not isinstance(B, (list, tuple)) and getattr(B, "ndim", 1) in (2, 3)
+    dtype = np.result_type(batch.dtype, b_dtype)
+    arrays = batch.arrays_user
+    groups: dict = {}
+    for i, shape in enumerate(batch.shapes):
+        groups.setdefault(shape, []).append(i)
+    qrs, X = [None] * count, [None] * count
+    info = xp.zeros(count, np.int32)
+    for shape, idx in groups.items():
+        a = xp.stack([arrays[i].astype(dtype, copy=False) for i in idx])
+        bm = xp.stack([members[i].astype(dtype, copy=False) for i in idx])
+        h, x, inf = gels(a, bm, trans=op, setting=setting)
+        info[xp.asarray(np.asarray(idx, dtype=np.int64))] = inf
+        for j, i in enumerate(idx):
+            qrs[i] = h[j]
+            X[i] = x[j, :, 0] if vectors else x[j]
+    if whole and count and len({x.shape for x in X}) == 1:
+        X = xp.stack(X)
+    return qrs, X, info
 
 
 # --- CPU backend -------------------------------------------------------------------------
@@ -464,9 +645,8 @@ def _gels_array(A, B, overwrite_a, overwrite_b, setting):
     _check_matrix(A, "A")
     m, n = A.shape[-2:]
     batch, _, k, vectors = sv.rhs_shape(A.shape, B.shape, "B")
-    if m < n:
-        raise NotImplementedError(f"gels/lstsq need m >= n (A has shape {A.shape}); minimum-norm solutions "
-                                  "of underdetermined systems are not implemented")
+    if m < n:  # callers route wide matrices to _gels_general
+        raise ValueError(f"the QR least-squares path needs m >= n, got A of shape {A.shape}")
     Bm = B[..., None] if vectors else B
     if xp is np:
         QRm, Bw, info = _gels_numpy(A, Bm, batch, dtype, overwrite_a, overwrite_b and not vectors)
@@ -586,10 +766,6 @@ def _factor_list(A, B, overwrite_a, setting):
     members = whole = None
     k, vectors, dtype = 0, False, batch.dtype
     if B is not None:
-        for i, (r, c) in enumerate(batch.shapes):
-            if r < c:
-                raise NotImplementedError(f"gels needs m >= n; A[{i}] has shape {(r, c)} (minimum-norm "
-                                          "solutions are not implemented)")
         rows = sv.rhs_rows(B, batch, "B")
         if rows is not None:
             whole, k, vectors = rows
