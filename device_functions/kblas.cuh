@@ -12,7 +12,7 @@
 // bytes), so that every warp of every tile reads an aligned 128-byte run even
 // for a submatrix view A[i:, j:] at any offset (the paper's GEMV-OFFSET
 // interface, without the extra arguments): rows before index 0 are masked,
-// never read.
+// never read.  (The multi-GPU SYMV's local buffers are aligned: origin 0.)
 //
 // Edge tiles (first tile with a non-zero origin, last tile of an irregular
 // size) load through the checked path: masked elements become zeros in the
@@ -204,6 +204,8 @@ template <typename T> struct KblasOutput {
     if (read_y) v += beta * y[(long long)i * incy];
     out[(long long)i * inco] = v;
   }
+  // out[i] += alpha * r, atomically (after a store() to i earlier in stream order).
+  __device__ __forceinline__ void add(int i, T r) const { atomic_add(out + (long long)i * inco, alpha * r); }
 };
 
 // kblas_finish_segment: the NB results red[0 .. NB) of segment `seg` (output
@@ -244,6 +246,233 @@ __device__ void kblas_finish_segment(const T* red, int seg, int first, int len, 
     o.store(first + r, s);
   }
   __syncthreads();
+}
+
+// --- SYMV / HEMV: one body per stage for the single-GPU and the multi-GPU kernels ---------
+//
+// A symmetric (Hermitian) matrix of order n, one triangle stored.  The kernel reads
+// a column-major LOCAL matrix (leading dimension lda) whose row i is global row i;
+// it is cut into tile columns of NB local columns each.  A tile map says where
+// they lie in the global matrix:
+//   n            the order (a field)
+//   valid(i)     whether global index i is a real one (0 <= i < n); others are
+//                masked, never read or written
+//   origin(c)    global index of the first column of tile column c: its NB columns
+//                are the global columns origin(c) .. origin(c) + NB - 1, and its
+//                diagonal tile the rows with the same indices (square: rows and
+//                columns share one origin)
+//   local(c)     local index of that first column
+//   row_tile(c)  the row tile (of rows()) that is the diagonal tile of tile column c
+//   rows()       the row tiles the off-diagonal walks move over (global rows)
+//   cols()       the local column tiles (their length bounds the local columns;
+//                cols().edge<NB>(c) picks the checked loads of tile column c)
+//   count()      tile columns: the grid of the diagonal stage
+// and an output policy where the results go:
+//   store(i, v)  the diagonal stage's plain store of (A_GG x_G)[i] (initialises i)
+//   add(i, v)    the off-diagonal stage's atomic add of a contribution to index i
+
+// The whole matrix on one GPU (local = global), tiles counted from the alignment
+// shift of the matrix's first element (see the top of this file).
+template <int NB> struct SingleTiles {
+  int n, shift;
+  __device__ __forceinline__ bool valid(int i) const { return i >= 0 && i < n; }  // shift masks i < 0
+  __device__ __forceinline__ TileRange rows() const { return {n, shift}; }
+  __device__ __forceinline__ TileRange cols() const { return {n, shift}; }
+  __device__ __forceinline__ int count() const { return TileRange{n, shift}.count<NB>(); }
+  __device__ __forceinline__ int origin(int c) const { return TileRange{n, shift}.start<NB>(c); }
+  __device__ __forceinline__ int local(int c) const { return origin(c); }
+  __device__ __forceinline__ int row_tile(int c) const { return c; }
+};
+
+// The local matrix of device `rank` of `ranks` in the 1D block-cyclic column layout
+// (batched/kblas/distributed.py): local column j is global column
+// ((j / nb) * ranks + rank) * nb + j % nb.  NB divides nb (the launcher checks), so
+// a tile column is NB consecutive global columns starting at a multiple of NB.
+// Origin 0, no alignment shift: the local buffers have 128-byte aligned columns.
+template <int NB> struct CyclicTiles {
+  int n, local_cols, nb, ranks, rank;
+  __device__ __forceinline__ bool valid(int i) const { return i < n; }  // origin 0: never negative
+  __device__ __forceinline__ TileRange rows() const { return {n, 0}; }
+  __device__ __forceinline__ TileRange cols() const { return {local_cols, 0}; }
+  __device__ __forceinline__ int count() const { return TileRange{local_cols, 0}.count<NB>(); }
+  __device__ __forceinline__ int origin(int c) const {
+    const int j = c * NB;
+    return ((j / nb) * ranks + rank) * nb + j % nb;
+  }
+  __device__ __forceinline__ int local(int c) const { return c * NB; }
+  __device__ __forceinline__ int row_tile(int c) const { return origin(c) / NB; }
+};
+
+// A device's partial vector of the multi-GPU SYMV (zeroed by the launcher): no alpha,
+// no beta, unit stride; they are applied when the partials are summed.
+template <typename T> struct PartialOutput {
+  T* part;
+  __device__ __forceinline__ void store(int i, T r) const { part[i] = r; }
+  __device__ __forceinline__ void add(int i, T r) const { atomic_add(part + i, r); }
+};
+
+// How the stored elements are read (uniform over a launch).
+struct KblasSymvFlags {
+  bool lower;   // the lower triangle (of the local column-major view) is stored
+  bool herm;    // mirror with conjugation; the diagonal is real
+  bool conj_a;  // every stored element is read conjugated (HEMV on a row-major view)
+};
+
+// Shared memory of the two stages, in bytes: raw bytes because complex<T> has a
+// constructor, which __shared__ may not run.  Every piece is a multiple of NB
+// elements (NB a multiple of 32), so each stays 16-byte aligned in the buffer.
+template <typename T, int NB, int Q> __host__ __device__ constexpr int kblas_symv_diag_bytes() {
+  return (NB * (NB + 1) + 2 * NB + Q * NB) * int(sizeof(T));  // tile, x, scratch, red
+}
+template <typename T, int NB, int Q> __host__ __device__ constexpr int kblas_symv_offdiag_bytes() {
+  return (2 * Q * NB + (NB / 32) * NB + NB) * int(sizeof(T));  // partial (two buffers), scratch, red
+}
+
+// kblas_symv_diag: out.store(i, (A_GG x_G)[i]) for every valid row i of the diagonal
+// tile of tile column c, with A_GG mirrored from its stored triangle.
+// Threads:  the NB x Q block (NB % 32 == 0), all with the same arguments.
+// Shared:   `smem`, kblas_symv_diag_bytes<T, NB, Q>() bytes, 16-byte aligned;
+//           undefined on exit.
+// Sync:     no barrier assumed on entry; a barrier after the tile is loaded, then
+//           kblas_sum_over_q's; ends after a barrier.
+// Memory:   A read only inside the stored triangle of the tile, at valid rows and
+//           columns; x read at the tile's valid indices (stride incx); one
+//           out.store per valid row.  64-bit offsets.
+// Failure:  none; NaN/Inf of the stored triangle propagate, the other is never read.
+template <typename T, int NB, int Q, class Tiles, class Out>
+__device__ __forceinline__ void kblas_symv_diag(const T* __restrict__ A, long long lda, Tiles tiles, int c,
+                                                const T* __restrict__ x, long long incx, const Out& out,
+                                                KblasSymvFlags f, unsigned char* smem) {
+  constexpr int L = NB / Q, LDS = NB + 1;  // +1: a column and a row of the tile hit distinct banks
+  static_assert(kblas_symv_diag_bytes<T, NB, Q>() <= 48 * 1024,
+                "the diagonal tile must fit the static shared-memory limit");
+  static_assert(NB % 32 == 0 && NB % Q == 0, "NB must be a multiple of the warp size and of Q");
+  T* tile = reinterpret_cast<T*>(smem);
+  T* xs = tile + NB * LDS;
+  T* scratch = xs + NB;
+  T* red = scratch + Q * NB;
+
+  const int tx = threadIdx.x % NB, ty = threadIdx.x / NB;
+  const int base = tiles.origin(c);  // global first column = first row of the tile
+  const int j0 = tiles.local(c);     // its local column
+  const int local_cols = tiles.cols().len;
+  const bool row_ok = tiles.valid(base + tx);
+
+  // tile(r, cc) = A(base + r, base + cc) inside the stored triangle, else 0 (not read).
+  for (int cc = ty; cc < NB; cc += Q) {
+    const bool stored = f.lower ? tx >= cc : tx <= cc;
+    const bool ok = stored && row_ok && tiles.valid(base + cc) && j0 + cc < local_cols;
+    tile[cc * LDS + tx] = ok ? conj_if(A[(long long)(j0 + cc) * lda + base + tx], f.conj_a) : T(0);
+  }
+  const int r = threadIdx.x;
+  if (r < NB) xs[r] = tiles.valid(base + r) ? x[(long long)(base + r) * incx] : T(0);
+  __syncthreads();
+
+  // Row tx of the mirrored tile times x, over this thread's L columns.
+  T s = T(0);
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int cc = ty * L + l;
+    T e;
+    if (cc == tx)
+      e = f.herm ? real_diagonal(tile[cc * LDS + tx]) : tile[cc * LDS + tx];
+    else if (f.lower ? tx > cc : tx < cc)
+      e = tile[cc * LDS + tx];
+    else
+      e = conj_if(tile[tx * LDS + cc], f.herm);
+    s += e * xs[cc];
+  }
+  kblas_sum_over_q<T, NB, Q>(s, scratch, red);  // ends after a barrier: red readable
+  if (r < NB && tiles.valid(base + r)) out.store(base + r, red[r]);
+}
+
+// kblas_symv_offdiag: block `block` of count() * parts (tile column c, part p) walks
+// its share of the off-diagonal tiles B = A(R, C) of tile column c inside the stored
+// triangle (row tiles R > row_tile(c) for lower, R < row_tile(c) for upper).  Each
+// tile is read once and used twice: out.add(R's rows, B x_C) reduced over the block,
+// tile by tile, and out.add(C's columns, B^H x_R) (B^T for SYMV), accumulated in
+// registers over the walk and added once at the end.  Longest walks first (lower:
+// tile column 0; upper: the last), so the scheduler fills the tail with short ones.
+// Threads:  the NB x Q block, all with the same arguments.
+// Shared:   `smem`, kblas_symv_offdiag_bytes<T, NB, Q>() bytes, 16-byte aligned.
+// Sync:     one barrier per tile (double-buffered partials), then
+//           kblas_sum_over_rows's.  A block with an empty share returns at once,
+//           uniformly, before any barrier.
+// Memory:   A read only inside the walked tiles, at valid rows and local columns;
+//           x at valid global indices (stride incx); out.add only at valid indices.
+// Failure:  none; NaN/Inf propagate.
+template <typename T, int NB, int Q, class Tiles, class Out>
+__device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long long lda, Tiles tiles,
+                                                   int block, int parts, const T* __restrict__ x,
+                                                   long long incx, const Out& out, KblasSymvFlags f,
+                                                   unsigned char* smem) {
+  constexpr int L = NB / Q;
+  T* partial = reinterpret_cast<T*>(smem);
+  T* scratch = partial + 2 * Q * NB;
+  T* red = scratch + (NB / 32) * NB;
+
+  // Flags and sizes are copied into locals and x_C's mask below is written out (not
+  // tiles.valid): otherwise NVVM (CUDA 13.0) keeps the walk's column masks live
+  // across it, 118 -> 142 registers for kblas_symv_offdiag_kernel<float, 64, 4>
+  // (one block per SM instead of two).  Same arithmetic either way.
+  const int tx = threadIdx.x % NB, ty = threadIdx.x / NB;
+  const int n = tiles.n;
+  const bool lower = f.lower, herm = f.herm;
+  const bool conj_n = f.conj_a;
+  const bool conj_t = herm ? !conj_n : conj_n;
+  const TileRange rows = tiles.rows(), cols = tiles.cols();
+  const int blocks = tiles.count();
+  const int order = block / parts, part = block % parts;
+  const int c = lower ? order : blocks - 1 - order;  // longest walks first
+  const int G = tiles.row_tile(c);
+  const int first = lower ? G + 1 : 0, last = lower ? rows.count<NB>() : G;
+  int lo, hi;
+  split_share(last - first, parts, part, lo, hi);
+  if (lo >= hi) return;  // uniform over the block: no barrier is skipped by a part of it
+
+  const int col0 = tiles.origin(c);
+  T xc[L];  // x over this thread's columns of tile column c, for every tile's B x_C
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int j = col0 + ty * L + l;
+    xc[l] = (j >= 0 && j < n) ? x[(long long)j * incx] : T(0);
+  }
+  T acc[L];
+#pragma unroll
+  for (int l = 0; l < L; ++l) acc[l] = T(0);
+
+  int step = 0;
+  auto body = [&](int t, const T (&a)[L], const T (&xv)[1]) {
+    T pn = T(0);
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      pn += conj_if(a[l], conj_n) * xc[l];
+      acc[l] += conj_if(a[l], conj_t) * xv[0];
+    }
+    // Two buffers: the barrier of the next tile orders this tile's reads before
+    // the tile after it overwrites the buffer, so one barrier per tile suffices.
+    T* buf = partial + (step & 1) * Q * NB;
+    buf[ty * NB + tx] = pn;
+    __syncthreads();
+    if (ty == step % Q) {  // the thread columns take turns at the reduction and its atomics
+      T s = buf[tx];
+#pragma unroll
+      for (int q = 1; q < Q; ++q) s += buf[q * NB + tx];
+      const int i = rows.start<NB>(t) + tx;
+      if (tiles.valid(i)) out.add(i, s);
+    }
+    ++step;
+  };
+  // The walk reads A(i, j) at global row i and local column j of tile column c,
+  // and x[i] for each row i: rows and x share the global index.
+  if (cols.edge<NB>(c))
+    kblas_walk<T, NB, Q, true, true>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
+  else
+    kblas_walk<T, NB, Q, true, false>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
+
+  kblas_sum_over_rows<T, NB, Q>(acc, scratch, red);  // starts and ends with a barrier
+  const int r = threadIdx.x;
+  if (r < NB && tiles.valid(col0 + r)) out.add(col0 + r, red[r]);
 }
 
 }  // namespace bdf

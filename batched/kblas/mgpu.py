@@ -9,7 +9,9 @@ GEMV 'T'/'C'  partial_d = op(A_d) x, the outputs of device d's own columns;
            they are scattered into the result (no sum).
 SYMV/HEMV  partial_d (length n) from kblas_mgpu.cu: every stored tile of the
            named triangle in device d's columns is read once and applied as A
-           and A^H (A^T); the diagonal tiles mirrored.  Partials are summed.
+           and A^H (A^T); the diagonal tiles mirrored (the single-GPU SYMV's
+           kernel bodies, device_functions/kblas.cuh, with a block-cyclic tile
+           map).  Partials are summed.
 
 The result is alpha * (sum or scatter of the partials) + beta * y, formed on
 the device of x (or on the host for a NumPy x).
