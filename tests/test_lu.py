@@ -52,7 +52,8 @@ def _eps(dtype):
 def lu_matrix(rng, batch, m, n, dtype, kind):
     """(batch..., m, n) matrices of ``kind`` (MAGMA-tester style names):
     rand: N(0, 1); dominant: rand plus (n + 1) on the diagonal; ill: U diag(s) V^H
-    with s geometric from 1 to 1e-12 (cond 1e12); scaled_ufl / scaled_ofl: rand
+    with s geometric from 1 to 1e-12 (cond 1e12; 1e-5 in single precision, about
+    100 eps, so that rounding to ``dtype`` cannot make the matrix exactly singular); scaled_ufl / scaled_ofl: rand
     scaled near underflow / overflow of ``dtype``."""
     dtype = np.dtype(dtype)
     A = random_array(rng, (*batch, m, n), np.complex128 if dtype.kind == "c" else np.float64)
@@ -62,7 +63,7 @@ def lu_matrix(rng, batch, m, n, dtype, kind):
     elif kind == "ill" and k:
         U, _ = np.linalg.qr(random_array(rng, (*batch, m, k), A.dtype))
         V, _ = np.linalg.qr(random_array(rng, (*batch, n, k), A.dtype))
-        s = np.geomspace(1.0, 1e-12, k)
+        s = np.geomspace(1.0, 1e-5 if np.finfo(dtype).eps > 1e-10 else 1e-12, k)
         A = (U * s) @ np.swapaxes(V, -1, -2).conj()
     elif kind in ("scaled_ufl", "scaled_ofl"):
         fi = np.finfo(dtype)
