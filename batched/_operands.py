@@ -45,6 +45,8 @@ def matrix_operand(arr, batch_shape, xp, prefer: str = "F") -> MatrixOperand:
     """``prefer``: the orientation a matrix with one row or column is read in."""
     m, n = arr.shape[-2:]
     arr = _broadcast(arr, (*batch_shape, m, n), xp)
+    if 0 in tuple(batch_shape):  # no matrix is read; CuPy gives empty arrays arbitrary strides
+        return MatrixOperand(arr, arr.data.ptr, 0, m, n, max(m, 1), False)
     strides = elem_strides(arr)
     orient = stride = None
     if strides is not None:
@@ -64,6 +66,8 @@ def matrix_operand(arr, batch_shape, xp, prefer: str = "F") -> MatrixOperand:
 def vector_operand(arr, batch_shape, xp) -> VectorOperand:
     length = arr.shape[-1]
     arr = _broadcast(arr, (*batch_shape, length), xp)
+    if 0 in tuple(batch_shape):
+        return VectorOperand(arr, arr.data.ptr, 0, 1)
     strides = elem_strides(arr)
     stride = batch_stride(batch_shape, strides[:-1]) if strides is not None else None
     if stride is None:

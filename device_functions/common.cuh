@@ -16,6 +16,19 @@ template <typename T> __device__ __forceinline__ T conj_if(T a, bool) { return a
 template <typename R>
 __device__ __forceinline__ complex<R> conj_if(complex<R> a, bool c) { return c ? conj(a) : a; }
 
+// x / z; for complex z by Smith's algorithm: no |z|^2 (which overflows) and no
+// 1 / z (which is below the smallest normal for |z| > 2^126 in single precision,
+// and CuPy compiles every kernel with -ftz=true, so it would flush to zero).
+template <typename T> __device__ __forceinline__ T safe_divide(T x, T z) { return x / z; }
+template <typename R> __device__ __forceinline__ complex<R> safe_divide(complex<R> x, complex<R> z) {
+  const R a = z.real(), b = z.imag(), xr = x.real(), xi = x.imag();
+  if (fabs(b) <= fabs(a)) {
+    const R r = b / a, d = a + b * r;
+    return complex<R>((xr + xi * r) / d, (xi - xr * r) / d);
+  }
+  const R r = a / b, d = b + a * r;
+  return complex<R>((xr * r + xi) / d, (xi * r - xr) / d);
+}
 
 template <typename T> __device__ __forceinline__ T shfl_xor(T v, int lane_mask, unsigned mask) {
   return __shfl_xor_sync(mask, v, lane_mask);

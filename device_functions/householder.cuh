@@ -40,18 +40,6 @@ template <typename R> __device__ __forceinline__ R lapy3(R a, R b, R c) {
   return w * sqrt(p * p + q * q + r * r);
 }
 
-// 1 / z for complex z by Smith's algorithm (no overflow of |z|^2); 1 / z for real.
-template <typename T> __device__ __forceinline__ T safe_reciprocal(T z) { return T(1) / z; }
-template <typename R> __device__ __forceinline__ complex<R> safe_reciprocal(complex<R> z) {
-  const R a = z.real(), b = z.imag();
-  if (fabs(b) <= fabs(a)) {
-    const R r = b / a, d = a + b * r;
-    return complex<R>(R(1) / d, -r / d);
-  }
-  const R r = a / b, d = b + a * r;
-  return complex<R>(r / d, R(-1) / d);
-}
-
 template <typename T> struct LarfgResult {
   T tau;                          // the reflector's scalar
   typename real_of<T>::type beta;  // the new first element (real)
@@ -102,15 +90,17 @@ __device__ LarfgResult<T> larfg(ThreadGroup<G> g, int n, T alpha, T* x, long lon
     xnorm = nrm2(g, n - 1, x, incx, work);
     beta = -copysign(lapy3(alphr, alphi, xnorm), alphr);
   }
-  T a;
+  T denom;
   if constexpr (is_complex_v<T>) {
     out.tau = T((beta - alphr) / beta, -alphi / beta);
-    a = safe_reciprocal(T(alphr - beta, alphi));
+    denom = T(alphr - beta, alphi);
   } else {
     out.tau = (beta - alphr) / beta;
-    a = T(1) / (alphr - beta);
+    denom = alphr - beta;
   }
-  scal(g, n - 1, a, x, incx, x, incx);
+  // v = x / (alpha - beta), divided element by element rather than scaled by the
+  // reciprocal (LAPACK's xLADIV then xSCAL): see safe_divide.
+  for (int i = g.rank; i < n - 1; i += G) x[i * incx] = safe_divide(x[i * incx], denom);
   for (int j = 0; j < knt; ++j) beta *= K::safmin;
   out.beta = beta;
   return out;

@@ -75,12 +75,15 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
       if (info == 0) info = j + 1;  // uniform: every thread read the same pivot
       continue;                     // no barrier needed: nothing was written since the last one
     }
-    // LAPACK scales by the reciprocal unless that would overflow (|pivot| < sfmin).
-    const bool recip = modulus(piv) >= SafeMin<R>::value;
-    const T r = T(1) / piv;
+    // LAPACK scales by the reciprocal unless that would overflow (|pivot| < sfmin);
+    // here also unless it would be subnormal (|pivot| > 1 / sfmin), which -ftz
+    // (CuPy's default) flushes to zero.
+    const R apiv = modulus(piv);
+    const bool recip = apiv >= SafeMin<R>::value && apiv <= R(1) / SafeMin<R>::value;
+    const T r = recip ? T(1) / piv : T(0);
     for (int i = j + 1 + g.rank; i < m; i += G) {
       T l = s[i + (long long)j * lds];
-      l = recip ? l * r : l / piv;
+      l = recip ? l * r : safe_divide(l, piv);
       s[i + (long long)j * lds] = l;
       for (int c = j + 1; c < n; ++c) s[i + (long long)c * lds] -= l * s[j + (long long)c * lds];
     }

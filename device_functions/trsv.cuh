@@ -64,7 +64,7 @@ __device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, b
 #pragma unroll
   for (int s = 0; s < W; ++s) {
     if (s < nb) {  // uniform over the lanes
-      if (lane == s && !unit) yi = yi / d;
+      if (lane == s && !unit) yi = safe_divide(yi, d);
       const T ys = shfl_from(yi, s, mask, W);
       if (lane > s) yi -= m[s] * ys;
     }

@@ -35,25 +35,6 @@ def lapy3(a, b, c):
         return np.where((w == 0) | np.isinf(w), x + y + z, scaled)
 
 
-def _safe_reciprocal(z):
-    """1 / z elementwise: Smith's algorithm for complex z (no |z|^2 overflow)."""
-    if z.dtype.kind != "c":
-        with np.errstate(all="ignore"):
-            return (1 / z).astype(z.dtype)
-    a, b = z.real, z.imag
-    with np.errstate(all="ignore"):
-        first = np.abs(b) <= np.abs(a)
-        r1 = b / a
-        d1 = a + b * r1
-        r2 = a / b
-        d2 = b + a * r2
-        re = np.where(first, 1 / d1, r2 / d2)
-        im = np.where(first, -r1 / d1, -1 / d2)
-    out = np.empty(z.shape, dtype=z.dtype)
-    out.real, out.imag = re, im
-    return out
-
-
 def larfg(alpha, x):
     """LAPACK's xLARFG for a batch: H^H [alpha; x] = [beta; 0], H = I - tau v v^H.
 
@@ -109,7 +90,8 @@ def larfg(alpha, x):
         else:
             tau = ((beta - alphr) / beta).astype(dtype)
             denom = (alphr - beta).astype(dtype)
-        v = x * _safe_reciprocal(denom)[..., None]
+        with np.errstate(all="ignore"):
+            v = (x / denom[..., None]).astype(dtype)   # NumPy's complex division is Smith's
         for j in range(int(knt.max(initial=0))):
             beta = np.where(knt > j, beta * safmin, beta)
     beta = np.where(trivial, np.asarray(alpha.real, dtype=R), beta).astype(R)

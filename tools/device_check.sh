@@ -6,7 +6,8 @@
 #   bash tools/device_check.sh warm tests:gemv,gemm,plans,validation sanitize:blas bench:gemv,gemm,overhead
 #
 # warm            compile every kernel instantiation into CuPy's cache (16 processes)
-# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples)
+# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples;
+#                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300)
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
@@ -31,8 +32,8 @@ for arg in "$@"; do
     tests)
       files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
       # shellcheck disable=SC2086
-      step "tests_${what//,/_}" 300 python3 -m pytest -q -m gpu -x -p no:cacheprovider $files
-      grep -m5 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log" ;;
+      step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider $files
+      grep -m12 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log" ;;
     sanitize)
       step "memcheck_${what//,/_}" 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
         python3 tools/sanitize.py --quick "--only=$what"
