@@ -2,17 +2,27 @@
 
 Kernel sources (``*.cu`` next to the Python that launches them) include the
 device-function headers of this folder.  ``get_kernel`` compiles one template
-instantiation for the current GPU through ``cupy.RawModule`` and memoizes it
-per (source, instantiation, device); CuPy's disk cache makes later processes
-start fast.  ``compile_registered`` compiles every registered instantiation for
-a named architecture through NVRTC directly, without a GPU, so CI catches a
-kernel that does not compile.
+instantiation for the current GPU through NVRTC, keeps the CUBIN in a disk
+cache (``BATCHED_CACHE_DIR``, default ``~/.cache/batched``) so that later
+processes start fast, loads it with ``cupy.RawModule(path=...)`` and memoizes
+the kernel per (source, instantiation, device).  ``compile_registered``
+compiles every registered instantiation for a named architecture, without a
+GPU, so CI catches a kernel that does not compile.
+
+Why not ``cupy.RawModule(code=...)``: CuPy appends ``-ftz=true`` to every
+compilation, which reads single-precision subnormal operands as zero and
+flushes subnormal results; LAPACK's scaled algorithms (xNRM2's small
+accumulator, xBDSQR on tiny matrices) and cuBLAS keep gradual underflow.
+NVRTC's default (``-ftz=false``) is what the kernels are written for.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import os
+import tempfile
 
 from pathlib import Path
 
@@ -64,13 +74,56 @@ def headers_digest() -> str:
 
 def compile_options(source: Path) -> tuple[str, ...]:
     dirs = (str(Path(source).resolve().parent), *include_dirs())
-    return ("-std=c++17", f"-DBATCHED_HEADERS_DIGEST=0x{headers_digest()}",
+    return ("-std=c++17", "-ftz=false", f"-DBATCHED_HEADERS_DIGEST=0x{headers_digest()}",
             *(f"-I{d}" for d in dirs))
 
 
 @functools.lru_cache(maxsize=None)
 def _source_text(source: Path) -> str:
     return Path(source).read_text()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BATCHED_CACHE_DIR") or Path.home() / ".cache" / "batched")
+
+
+def _compile_cubin(path: Path, name_expression: str, arch: str) -> tuple[bytes, str]:
+    """(CUBIN, lowered name) of one instantiation, through NVRTC."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram(_source_text(path), path.name, [], [])
+    try:
+        nvrtc.addNameExpression(program, name_expression)
+        try:
+            nvrtc.compileProgram(program, [*compile_options(path), f"--gpu-architecture={arch}"])
+        except nvrtc.NVRTCError:
+            raise BuildError(f"compiling {name_expression} from {path.name} for {arch} failed:\n"
+                             f"{nvrtc.getProgramLog(program)}") from None
+        return nvrtc.getCUBIN(program), nvrtc.getLoweredName(program, name_expression)
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def _cached_cubin(path: Path, name_expression: str, arch: str) -> tuple[Path, str]:
+    """The cache file of one instantiation's CUBIN (compiled on a miss) and its lowered name.
+    The key covers the source, the headers (through the options), the name, the
+    architecture and NVRTC's version."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    key = hashlib.sha256(json.dumps([_source_text(path), compile_options(path), name_expression, arch,
+                                     list(nvrtc.getVersion())]).encode()).hexdigest()[:32]
+    folder = cache_dir()
+    cubin, meta = folder / f"{key}.cubin", folder / f"{key}.json"
+    if cubin.exists() and meta.exists():
+        return cubin, json.loads(meta.read_text())["lowered"]
+    image, lowered = _compile_cubin(path, name_expression, arch)
+    folder.mkdir(parents=True, exist_ok=True)
+    for target, data in ((cubin, image), (meta, json.dumps({"name": name_expression, "lowered": lowered}).encode())):
+        fd, tmp = tempfile.mkstemp(dir=folder)   # write then rename: concurrent processes never see half a file
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    return cubin, lowered
 
 
 def get_kernel(source, name_expression: str):
@@ -81,14 +134,9 @@ def get_kernel(source, name_expression: str):
     key = (source, name_expression, device)
     kernel = _kernels.get(key)
     if kernel is None:
-        path = Path(source).resolve()
-        module = cupy.RawModule(code=_source_text(path), options=compile_options(path),
-                                name_expressions=[name_expression])
-        try:
-            kernel = module.get_function(name_expression)
-        except cupy.cuda.compiler.CompileException as exc:
-            raise BuildError(f"compiling {name_expression} from {path.name} failed:\n"
-                             f"{exc.get_message()}") from None
+        arch = f"sm_{cupy.cuda.Device(device).compute_capability}"   # '90' -> sm_90
+        cubin, lowered = _cached_cubin(Path(source).resolve(), name_expression, arch)
+        kernel = cupy.RawModule(path=str(cubin)).get_function(lowered)
         _kernels[key] = kernel
     return kernel
 

@@ -17,8 +17,7 @@ template <typename R>
 __device__ __forceinline__ complex<R> conj_if(complex<R> a, bool c) { return c ? conj(a) : a; }
 
 // x / z; for complex z by Smith's algorithm: no |z|^2 (which overflows) and no
-// 1 / z (which is below the smallest normal for |z| > 2^126 in single precision,
-// and CuPy compiles every kernel with -ftz=true, so it would flush to zero).
+// 1 / z (subnormal, so short of digits, for |z| > 2^126 in single precision).
 template <typename T> __device__ __forceinline__ T safe_divide(T x, T z) { return x / z; }
 template <typename R> __device__ __forceinline__ complex<R> safe_divide(complex<R> x, complex<R> z) {
   const R a = z.real(), b = z.imag(), xr = x.real(), xi = x.imag();

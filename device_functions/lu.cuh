@@ -76,8 +76,7 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
       continue;                     // no barrier needed: nothing was written since the last one
     }
     // LAPACK scales by the reciprocal unless that would overflow (|pivot| < sfmin);
-    // here also unless it would be subnormal (|pivot| > 1 / sfmin), which -ftz
-    // (CuPy's default) flushes to zero.
+    // here also unless it would be subnormal and short of digits (|pivot| > 1 / sfmin).
     const R apiv = modulus(piv);
     const bool recip = apiv >= SafeMin<R>::value && apiv <= R(1) / SafeMin<R>::value;
     const T r = recip ? T(1) / piv : T(0);

@@ -63,27 +63,12 @@ template <> struct BlueConstants<float> {
   static constexpr float tsml = 0x1p-63f, tbig = 0x1p52f, ssml = 0x1p75f, sbig = 0x1p-76f;
 };
 
-// CuPy compiles every kernel with -ftz=true, which reads single-precision subnormal
-// operands as zero and flushes subnormal results.  The two scalings of Blue's
-// small accumulator go through PTX without .ftz (and |v| through the sign bit),
-// so subnormal entries count and a subnormal norm is returned as one.
-__device__ __forceinline__ float mul_keep_subnormal(float a, float b) {
-  float r;
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-}
-__device__ __forceinline__ double mul_keep_subnormal(double a, double b) { return a * b; }
-__device__ __forceinline__ float abs_keep_subnormal(float a) {
-  return __uint_as_float(__float_as_uint(a) & 0x7fffffffu);
-}
-__device__ __forceinline__ double abs_keep_subnormal(double a) { return fabs(a); }
-
 // The three accumulators of Blue's algorithm for one real entry.
 template <typename R> __device__ __forceinline__ void blue_add(R v, R& big, R& med, R& sml) {
   using C = BlueConstants<R>;
-  const R ax = abs_keep_subnormal(v);
+  const R ax = fabs(v);
   if (ax > C::tbig) { const R s = ax * C::sbig; big += s * s; }
-  else if (ax < C::tsml) { const R s = mul_keep_subnormal(ax, C::ssml); sml += s * s; }
+  else if (ax < C::tsml) { const R s = ax * C::ssml; sml += s * s; }
   else med += ax * ax;  // NaN lands here and propagates
 }
 
@@ -96,7 +81,7 @@ template <typename R> __device__ R blue_combine(R big, R med, R sml) {
     return sqrt(big) / C::sbig;
   }
   if (sml > R(0)) {
-    if (!med_counts) return mul_keep_subnormal(sqrt(sml), R(1) / C::ssml);  // exact: a power of two
+    if (!med_counts) return sqrt(sml) / C::ssml;
     const R a = sqrt(med), b = sqrt(sml) / C::ssml;
     const R ymax = b > a ? b : a, ymin = b > a ? a : b;
     const R q = ymin / ymax;

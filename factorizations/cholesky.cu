@@ -29,6 +29,8 @@
 #define POTRF_LOWER 1       // the named triangle is the lower triangle of the stored view
 #define POTRF_INPLACE 2     // C is A: nothing to copy
 #define POTRF_ZERO_OTHER 4  // write zeros into C's other triangle (else: copy A's, LAPACK leaves it)
+#define POTRF_CONJ_SOLVE 8  // POSV: the user's matrix is conj(view) (a complex row-major input,
+                            // whose column-major view is A^T = conj(A)): solve with conj(L)
 
 #define POTRF_NB 32             // blocked panel width: one warp's trsv_tile
 #define POTRF_GEMM_BLK 32       // trailing-update tile (BLK_M = BLK_N)
@@ -117,9 +119,10 @@ potrf_fused_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
       }
       for (int i = g.rank; i < n; i += G) y[i] = bv[i * B.inc];
       g.sync();  // y complete (its writers may be other warps of the group)
-      if (g.rank < W) {
-        bdf::trsv_tile<T, W>(g.rank, n, S, n, bdf::OP_N, true, false, y);
-        bdf::trsv_tile<T, W>(g.rank, n, S, n, bdf::OP_C, false, false, y);
+      if (g.rank < W) {  // view = L L^H; conj(view) = conj(L) L^T
+        const bool cj = flags & POTRF_CONJ_SOLVE;
+        bdf::trsv_tile<T, W>(g.rank, n, S, n, cj ? bdf::OP_R : bdf::OP_N, true, false, y);
+        bdf::trsv_tile<T, W>(g.rank, n, S, n, cj ? bdf::OP_T : bdf::OP_C, false, false, y);
       }
       g.sync();  // y solved
       for (int i = g.rank; i < n; i += G) xv[i * X.inc] = y[i];

@@ -32,7 +32,7 @@ from .cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTI
 SOURCE = Path(__file__).with_name("cholesky.cu")
 
 # Launch flags of cholesky.cu.
-_LOWER, _INPLACE, _ZERO_OTHER = 1, 2, 4
+_LOWER, _INPLACE, _ZERO_OTHER, _CONJ_SOLVE = 1, 2, 4, 8
 
 NOT_POSITIVE_DEFINITE = sv.Failure("matrix is not positive definite", "a non-positive leading minor")
 
@@ -442,9 +442,9 @@ def _dummy_vectors(layout):
     return (ln.pack(vec, 0, 0, 0), np.int64(0), ln.pack(vec, 0, 0, 0), np.int64(0), np.int32(0))
 
 
-def _flags(lower_view, inplace, zero_other):
+def _flags(lower_view, inplace, zero_other, conj_solve=False):
     return np.int32((_LOWER if lower_view else 0) | (_INPLACE if inplace else 0)
-                    | (_ZERO_OTHER if zero_other else 0))
+                    | (_ZERO_OTHER if zero_other else 0) | (_CONJ_SOLVE if conj_solve else 0))
 
 
 def _output_like(xp, shape, dtype, transposed):
@@ -501,7 +501,8 @@ def _posv_fused_cupy(xp, A, Bm, dtype, batch, n, k, lower, overwrite, setting):
     b_arr, b_base, b_stride, b_inc, b_col = _trsv._rhs_operand(xp, Bm.astype(dtype, copy=False), shape)
     args = (_pack(a), _pack(c), ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1), np.int32(k), info,
-            _flags(lower != a.transposed, inplace, False), np.int64(count), np.int32(n))
+            _flags(lower != a.transposed, inplace, False, conj_solve=a.transposed and dtype.kind == "c"),
+            np.int64(count), np.int32(n))
     _launch("uniform", dtype, setting, n, count, args, nrhs=k)
     del b_arr
     return C, X, info
@@ -580,7 +581,9 @@ def _posv_list(A, B, lower, setting):
             args = (batch.struct(), out_batch.struct(batch.layout),
                     ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
                     ln.pack("PointerVector", x_ptrs.data.ptr, 0, k), np.int64(1), np.int32(k),
-                    info, _flags(lower != batch.transposed, False, False), np.int64(count), np.int32(n_max))
+                    info, _flags(lower != batch.transposed, False, False,
+                                 conj_solve=batch.transposed and dtype.kind == "c"),
+                    np.int64(count), np.int32(n_max))
             _launch(batch.layout, dtype, s, n_max, count, args, nrhs=k)
             return outs, (X[..., 0] if vectors else X), info
     if dtype != batch.dtype:

@@ -673,8 +673,10 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
 
 
 def _rhs_args(xp, Bm, X, batch, n, k):
-    """(B accessor, b_col, X accessor, x_col), nrhs, arrays to keep alive."""
-    b_arr, b_base, b_stride, b_inc, b_col = trsv_module._rhs_operand(xp, Bm, (*batch, n, k))
+    """(B accessor, b_col, X accessor, x_col), nrhs, arrays to keep alive.  B is read as
+    X's dtype (the kernel's T): a B of another dtype is converted first."""
+    b_arr, b_base, b_stride, b_inc, b_col = trsv_module._rhs_operand(xp, Bm.astype(X.dtype, copy=False),
+                                                                     (*batch, n, k))
     xs = ar.elem_strides(X)
     x_stride = ar.batch_stride(batch, xs[:-2]) if len(batch) else 0
     args = (ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),

@@ -1,4 +1,4 @@
-"""Compile every registered kernel instantiation for this GPU into CuPy's disk cache.
+"""Compile every registered kernel instantiation for this GPU into the kernel cache (build.cache_dir()).
 
 A fresh machine otherwise compiles each instantiation on its first use (about
 half a second each, hundreds of them in a test run).  The instantiations are
