@@ -330,19 +330,35 @@ def free_memory() -> None:
 # --- timing --------------------------------------------------------------------
 
 
+SLOW_CALL_S = 0.05   # a call this long (a peer's loop over the batch) is timed on one set, once or twice
+
+
 def time_calls(calls, repeats: int = 20, warmup: int = 1, budget_s: float = 2.0,
                min_repeats: int = 3, keep_result: bool = False) -> Timing:
     """GPU time of one call: ``calls`` holds one zero-argument callable per
     input set; a pass calls each once, in order.  The median over repeats of
     (pass time / len(calls)); repeats shrink to fit ``budget_s``.  With
     ``keep_result`` the first call's result is returned for the error check
-    (saving a call: list layouts spend seconds of host time per call)."""
+    (saving a call: list layouts spend seconds of host time per call).  A warm
+    call longer than SLOW_CALL_S (a peer that loops over a large batch: the
+    cache effects the rotation sets guard against are noise there) is timed on
+    the first set only with at least one repeat, so one slow peer cannot take
+    minutes of a device session."""
     cp = _cupy()
     stream = cp.cuda.get_current_stream()
     kept = calls[0]() if keep_result else None
-    for w in range(warmup):
-        for c in calls[1 if keep_result and w == 0 else 0:]:
-            c()
+    if not keep_result:
+        calls[0]()   # the first call compiles
+    stream.synchronize()
+    t0 = time.perf_counter()
+    calls[0]()
+    stream.synchronize()
+    if time.perf_counter() - t0 > SLOW_CALL_S:
+        calls, min_repeats = calls[:1], 1
+    else:
+        for _ in range(warmup):
+            for c in calls[1:]:
+                c()
     stream.synchronize()
     # One more (warm) pass measures the host's enqueueing time of a pass.
     t0 = time.perf_counter()
