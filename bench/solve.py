@@ -16,6 +16,13 @@ DGESV and SGESV, and DGETRF alone; the batch sized so that A takes 256 MiB.
   ``torch.linalg.cholesky_ex``) are added by the Cholesky work: see the marked
   place in :func:`all_cases`.
 
+``--sweep`` times every LU setting forced (LU_SETTINGS: fused, blocked and the
+thread design, one thread per matrix in registers for n <= 8) on each uniform case;
+a setting that cannot take the case (NB below n, a thread setting not compiled for
+the dtype) raises before any launch and is recorded as None.  A forced ``gesv``
+setting does ``solve``'s work (X only, no factors stored), so that its time
+compares with the default row's.
+
 Flops: 2n^3/3 for the factorization plus 2n^2 per right-hand side (times 4 for
 complex).  The limit of a row: the bandwidth roofline up to n = 16 (GESV there
 is memory bound: the issue asks >= 50 % of it), the FP64/FP32 peak beyond.
@@ -104,7 +111,9 @@ def ours(c: Case, d: dict, setting):
     if c.routine == "gesv":
         if setting is None:
             return lu_module.solve(d["A"], d["b"], check=False)
-        _, _, x, info = lu_module.gesv(d["A"], d["b"], setting=setting)
+        # solve()'s call with the setting forced: X only, the factors not stored
+        _, _, x, info = lu_module._gesv_arrays(d["A"], d["b"], False, False, setting, want_factors=False,
+                                               b_name="b")
         return x, info
     return lu_module.getrf(d["A"], setting=setting)
 
@@ -130,7 +139,9 @@ def peer_torch(c: Case, d: dict):
 def main(argv=None, print_table: bool = True) -> list:
     return harness.script_main("solve", "Batched GESV / GETRF benchmark", argv, peers={"cupy": peer_cupy},
                                torch_peer=peer_torch, traffic_fn=traffic, settings=LU_SETTINGS, limit=limit,
-                               plot_metrics=("gbps", "gflops"), all_cases=all_cases, quick_cases=quick_cases, ours=ours, build=build, print_table=print_table)
+                               plot_metrics=("gbps", "gflops"), all_cases=all_cases, quick_cases=quick_cases,
+                               ours=ours, build=build, print_table=print_table)
+
 
 if __name__ == "__main__":
     main()

@@ -3,8 +3,13 @@
 // call these on a whole small matrix (fused design) or on one panel of a larger
 // one (blocked design).  Pivot search is bdf::iamax, the triangular solves are
 // bdf::trsv_tile plus bdf::gemv_n updates: no second copy of either here.
+// getf2_regs / getrs_regs are the same algorithms for ONE thread holding a whole
+// matrix of at most NB x NB in registers (thread design): the same pivot order
+// (bdf::iamax_ahead), reciprocal rule and operation order, without any barrier.
 //
 // Matrices are column-major in shared memory: element (i, j) at s[i + j * lds].
+// In registers: element (i, j) at a[i][j], every index a compile-time constant
+// after unrolling (a runtime index would move the array to local memory).
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
@@ -130,6 +135,145 @@ __device__ void getrs_tile(ThreadGroup<G> g, int n, const T* lu, int ldlu, T* x,
     }
     if (g.rank < W) trsv_tile<T, W>(g.rank, nb, lu + r0 + (long long)r0 * ldlu, ldlu, OP_N, false, false, x + r0);
     g.sync();
+  }
+}
+
+// c ? a : b, component by component for complex: a conditional between two complex
+// lvalues may select an address, which moves register arrays to local memory.
+template <typename T> __device__ __forceinline__ T select(bool c, T a, T b) { return c ? a : b; }
+template <typename R> __device__ __forceinline__ complex<R> select(bool c, complex<R> a, complex<R> b) {
+  return complex<R>(c ? a.real() : b.real(), c ? a.imag() : b.imag());
+}
+
+// bdf::getf2_regs: P A = L U of the m x n matrix a (m, n <= NB) in the registers of
+// one thread, in place, exactly as getf2_tile: column j's pivot is the first largest
+// |re| + |im| of rows j .. m-1 (iamax_ahead: NaN first), rows j and p swap across the
+// n columns, the column is scaled by the reciprocal pivot when sfmin <= |pivot| <=
+// 1 / sfmin (else divided, safe_divide), and the trailing matrix gets the rank-1
+// update with the same expressions.  Rows >= m and columns >= n are neither read
+// nor written (an m x n matrix in a larger instantiation, as LAPACK sees it).
+// Threads:  one thread, alone; NB a compile-time bound, m and n at run time.  Loops
+//           run over NB, unrolled, and stop at kmax, m or n (uniform branches when
+//           the threads of a warp hold matrices of one shape).
+// Shared:   none.
+// Sync:     none.
+// Memory:   a[i][j] read and written for i < m, j < n; ipiv[j] = the 0-based row
+//           swapped with row j (LAPACK's ipiv - 1) for j < min(m, n), the rest
+//           untouched.  The row swap selects row p by comparing p with each
+//           candidate row (a register array is never indexed at run time): about
+//           2 n (m - j) selects for column j, of the order of its update's FMAs.
+// Failure:  returns LAPACK's info (the 1-based column of the first exactly zero
+//           pivot, 0 if none); a zero pivot's column is neither scaled nor used,
+//           and the factorization goes on, as getf2_tile.
+template <int NB, typename T>
+__device__ __forceinline__ int getf2_regs(int m, int n, T (&a)[NB][NB], int (&ipiv)[NB]) {
+  using R = typename real_of<T>::type;
+  const int kmax = m < n ? m : n;
+  int info = 0;
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= kmax) break;
+    // pivot search: iamax over rows j .. m-1, the running best starting at row j
+    R best = abs1(a[j][j]);
+    int p = j;
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) {
+      if (i >= m) break;
+      const R v = abs1(a[i][j]);
+      if (iamax_ahead(v, i, best, p)) {
+        best = v;
+        p = i;
+      }
+    }
+    ipiv[j] = p;
+    // rows j and p swap across the n columns: row p is one of rows j + 1 .. m - 1
+    // (or j itself: nothing moves)
+#pragma unroll
+    for (int c = 0; c < NB; ++c) {
+      if (c >= n) break;
+      const T rj = a[j][c];
+      T pivot_row = rj;
+#pragma unroll
+      for (int i = j + 1; i < NB; ++i) {
+        if (i >= m) break;
+        const bool here = p == i;
+        const T ai = a[i][c];
+        pivot_row = select(here, ai, pivot_row);
+        a[i][c] = select(here, rj, ai);
+      }
+      a[j][c] = pivot_row;
+    }
+    const T piv = a[j][j];
+    if (piv == T(0)) {
+      if (info == 0) info = j + 1;
+      continue;  // the column is zero below the diagonal: nothing to scale or update
+    }
+    const R apiv = modulus(piv);
+    const bool recip = apiv >= SafeMin<R>::value && apiv <= R(1) / SafeMin<R>::value;
+    const T r = recip ? T(1) / piv : T(0);
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) {
+      if (i >= m) break;
+      T l = a[i][j];
+      l = recip ? l * r : safe_divide(l, piv);  // (both prvalues: no address is selected)
+      a[i][j] = l;
+#pragma unroll
+      for (int c = j + 1; c < NB; ++c) {
+        if (c >= n) break;
+        a[i][c] -= l * a[j][c];
+      }
+    }
+  }
+  return info;
+}
+
+// bdf::getrs_regs: x = U^{-1} L^{-1} P x for the n x n factors of getf2_regs (n <= NB)
+// in the registers of one thread: the interchanges ipiv[0], ipiv[1], ... in order
+// (LAPACK's xLASWP), the unit lower solve forward, the upper solve backward, each
+// column-oriented as trsv_tile (x_j = x_j / u_jj by safe_divide, then x_i -= a_ij x_j
+// for the rows after it in solve order): the same operations as getrs_tile for n <= 32.
+// Threads:  one thread, alone; loops over NB unrolled, stopping at n.
+// Shared:   none.
+// Sync:     none.
+// Memory:   a and ipiv (0-based, each in [j, n)) read-only; x[0 .. n) overwritten,
+//           the rest untouched.
+// Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
+template <int NB, typename T>
+__device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const int (&ipiv)[NB], T (&x)[NB]) {
+  // P x: interchange j <-> ipiv[j], selected among the rows after j
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= n) break;
+    const int p = ipiv[j];
+    const T xj = x[j];
+    T moved = xj;
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) {
+      if (i >= n) break;
+      const bool here = p == i;
+      const T xi = x[i];
+      moved = select(here, xi, moved);
+      x[i] = select(here, xj, xi);
+    }
+    x[j] = moved;
+  }
+  // L y = x, unit lower, forward
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= n) break;
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) {
+      if (i >= n) break;
+      x[i] -= a[i][j] * x[j];
+    }
+  }
+  // U x = y, backward
+#pragma unroll
+  for (int j = NB - 1; j >= 0; --j) {
+    if (j >= n) continue;
+    x[j] = safe_divide(x[j], a[j][j]);
+#pragma unroll
+    for (int i = 0; i < j; ++i) x[i] -= a[i][j] * x[j];
   }
 }
 

@@ -15,12 +15,22 @@
 //   columns left and right of it; U12 = L11^{-1} A12 is solved one column per warp by
 //   bdf::trsv_tile with L11 in shared memory; A22 -= L21 U12 by bdf::gemm_tile tiles
 //   with L21 read from shared memory.
+// Thread design (getrf_thread_kernel, max(m, n) <= NB <= 8): one thread per matrix,
+//   the whole matrix in its registers, factored by bdf::getf2_regs and, with nrhs > 0,
+//   each right-hand side permuted and solved by bdf::getrs_regs: GESV in one launch
+//   with no barrier and no shuffle.  A block of THREADS threads takes THREADS
+//   consecutive matrices; when they are one packed run in memory (uniform accessor,
+//   ld = rows, stride = rows * cols: checked at run time), the block stages them
+//   through shared memory (cp.async, coalesced) and each thread reads its own matrix
+//   from there, and the factors and X go back the same way; otherwise every thread
+//   reads and writes its own elements directly.
 // LASWP (laswp_kernel): a thread per (matrix, right-hand side) applies the pivots
 //   in order (or in reverse order) to its column.
 #include "common.cuh"
 #include "gemm.cuh"
 #include "layouts.cuh"
 #include "lu.cuh"
+#include "stage.cuh"
 #include "trsv.cuh"
 #include "vector.cuh"
 
@@ -118,6 +128,261 @@ getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
       }
     }
     g.sync();  // s, spiv and sperm are refilled by the next matrix
+  }
+}
+
+// --- thread design -------------------------------------------------------------------
+
+// The register array of one matrix may hold at most this many bytes: 64 doubles, 128 of
+// a thread's 255 registers, leaving room for the row swap's temporaries, x (NB
+// elements), the pivots and addresses without spilling.  NB = 8 fits float, double and
+// complex64; complex128 takes NB = 4 (an 8 x 8 complex128 matrix alone would need 256
+// registers).  Measured (NVRTC 13.0, sm_90, 128 threads, no spills, no local memory):
+// NB = 8: float 99-127 registers, double 181-197, complex64 193-221; NB = 4: 40-150.
+// The same rule as LU_THREAD_REG_BYTES in lu_settings.py (fits() and the registered
+// instantiations).
+constexpr int LU_THREAD_REG_BYTES = 512;
+
+// Bytes of the thread design's staging buffer: THREADS slots of NB * NB + 1 elements
+// (an odd slot stride, so that the threads' reads of their own slots fall on distinct
+// banks).  LuSetting.stage_bytes in lu_settings.py computes the same product.
+template <typename T, int NB, int THREADS> __host__ __device__ constexpr int lu_thread_stage_bytes() {
+  return THREADS * (NB * NB + 1) * int(sizeof(T));
+}
+
+template <class M> struct LuUniformMatrix { static constexpr bool value = false; };
+template <typename T> struct LuUniformMatrix<bdf::UniformMatrix<T>> { static constexpr bool value = true; };
+template <class V> struct LuUniformVector { static constexpr bool value = false; };
+template <typename T> struct LuUniformVector<bdf::UniformVector<T>> { static constexpr bool value = true; };
+
+// The dynamic shared memory this launch was given (PTX %dynamic_smem_size): staging
+// happens only when the launcher gave the whole buffer.
+__device__ __forceinline__ unsigned lu_dynamic_smem_bytes() {
+  unsigned bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
+// How a packed chunk of w * h elements in global memory (element r = f + g * w, f < w,
+// g < h) maps to a slot of shared memory (element r at f * fs + g * gs).  The kernel keeps
+// the chunk's own orientation with leading dimension NB (fs, gs = 1, NB: consecutive
+// threads on consecutive banks), so that each thread reads and writes its own slot at
+// compile-time offsets.  A vector: w = its length, h = 1.
+struct LuStageMap {
+  int w, h, fs, gs;
+};
+
+// Global <-> shared copy of `items` consecutive packed chunks (one run of items * w * h
+// elements at g; chunk q in slot s + q * SLOT) by the whole block, consecutive threads on
+// consecutive global elements.  TO_SHARED: by cp.async (every element in flight at once),
+// waited for; ends after a __syncthreads (the slots are complete).  Otherwise: begins
+// with a __syncthreads (the threads' slots are written) and ends with one (the slots may
+// be refilled).  Every thread of the block calls it; no division per element.
+template <bool TO_SHARED, int SLOT, int THREADS, typename T>
+__device__ void lu_stage(T* g, int items, LuStageMap mp, T* s) {
+  if (!TO_SHARED) __syncthreads();
+  const int len = mp.w * mp.h, total = items * len;
+  const int dq = THREADS / len, dr = THREADS - dq * len;
+  const int dg = dr / mp.w, df = dr - dg * mp.w;
+  int q = int(threadIdx.x) / len, r = int(threadIdx.x) - q * len;
+  int gi = r / mp.w, fi = r - gi * mp.w;
+  for (int e = threadIdx.x; e < total; e += THREADS) {
+    T* slot = s + q * SLOT + fi * mp.fs + gi * mp.gs;
+    if constexpr (TO_SHARED) bdf::copy_async(slot, g + e);
+    else g[e] = *slot;
+    fi += df;
+    gi += dg;
+    q += dq;
+    if (fi >= mp.w) {
+      fi -= mp.w;
+      ++gi;
+    }
+    if (gi >= mp.h) {
+      gi -= mp.h;
+      ++q;
+    }
+  }
+  if constexpr (TO_SHARED) {
+    bdf::stage_commit();
+    bdf::stage_wait<0>();
+  }
+  __syncthreads();
+}
+
+// a[i][j] = element (i, j) of the m x n matrix at src, column-major with leading
+// dimension ld, or row-major (trans: the accessor's view is the transpose); the
+// registers outside m x n are left as they are.
+template <int NB, typename T>
+__device__ __forceinline__ void lu_thread_load(T (&a)[NB][NB], const T* src, long long ld, int m, int n, bool trans) {
+  const long long rs = trans ? ld : 1, cs = trans ? 1 : ld;
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= n) break;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      if (i >= m) break;
+      a[i][j] = src[i * rs + j * cs];
+    }
+  }
+}
+
+// Element (i, j) of a, i < m, j < n, to dst[i + j * ld] (the factors are column-major).
+template <int NB, typename T>
+__device__ __forceinline__ void lu_thread_store(const T (&a)[NB][NB], T* dst, long long ld, int m, int n) {
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= n) break;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      if (i >= m) break;
+      dst[i + j * ld] = a[i][j];
+    }
+  }
+}
+
+// Item = one matrix, one thread; the same arguments and flags as getrf_fused_kernel.
+// LU may alias A (a thread reads its whole matrix, or the block its staged run, before
+// anything is written); X may alias B (each column is read completely, by the thread or
+// into shared memory, before it is written).  A singular matrix (info > 0) leaves X = B.
+// Shared memory: lu_thread_stage_bytes<T, NB, THREADS>() for the staged paths, or 0
+// (then every access is direct).  The grid-stride loop runs over blocks of THREADS
+// matrices with a 64-bit index: every thread of a block takes the same number of turns,
+// so the staging barriers are uniform.
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                    int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  static_assert(NB >= 1 && NB <= 8, "the thread design unrolls over at most 8 x 8");
+  static_assert(NB * NB * int(sizeof(T)) <= LU_THREAD_REG_BYTES, "the matrix would not fit in registers");
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+  constexpr bool UNIFORM_A = LuUniformMatrix<MatA>::value;
+  constexpr bool UNIFORM_B = LuUniformVector<Vec>::value;
+  constexpr int SLOT = NB * NB + 1;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s = reinterpret_cast<T*>(smem);
+  const bool can_stage = lu_dynamic_smem_bytes() >= unsigned(lu_thread_stage_bytes<T, NB, THREADS>());
+  const bool a_trans = flags & LU_A_TRANS;
+  const int t = threadIdx.x;
+
+  for (long long b0 = (long long)blockIdx.x * THREADS; b0 < count; b0 += (long long)gridDim.x * THREADS) {
+    const long long b = b0 + t;
+    const bool active = b < count;
+    const int items = count - b0 < THREADS ? int(count - b0) : THREADS;
+    // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    int m = 0, n = 0;
+    if (active) {
+      m = a_trans ? A.cols(b) : A.rows(b);
+      n = a_trans ? A.rows(b) : A.cols(b);
+    }
+    const int kmin = m < n ? m : n;
+    T a[NB][NB];
+#pragma unroll
+    for (int i = 0; i < NB; ++i)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) a[i][j] = T(0);
+
+    // 1. the matrix into registers, staged when the block's matrices are one packed run
+    bool staged = false;
+    if constexpr (UNIFORM_A) {
+      const int vm = int(A.m), vn = int(A.n);  // the accessor's view: n x m when a_trans
+      staged = can_stage && vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == vm * vn;
+      if (staged) {  // uniform over the block
+        lu_stage<true, SLOT, THREADS>(A.matrix(b0), items, LuStageMap{vm, vn, 1, NB}, s);
+        if (active) {  // the slot holds the view with leading dimension NB; one branch each, constant offsets
+          if (a_trans) lu_thread_load<NB>(a, s + t * SLOT, NB, m, n, true);
+          else lu_thread_load<NB>(a, s + t * SLOT, NB, m, n, false);
+        }
+        __syncthreads();  // the slots are refilled below
+      }
+    }
+    if (!staged && active) lu_thread_load<NB>(a, A.matrix(b), A.ldim(b), m, n, a_trans);
+
+    // 2. P A = L U in registers
+    int ipiv[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) ipiv[j] = j;
+    const int fail = active ? bdf::getf2_regs<NB>(m, n, a, ipiv) : 0;
+    if (active) {
+      info[b] = fail;
+      if (flags & LU_WRITE_PIV) {
+        int* p = piv.vector(b);
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          if (j >= kmin) break;
+          p[j * piv.inc] = ipiv[j] + 1;
+        }
+      }
+    }
+
+    // 3. the factors (column-major), staged when the output is one packed run
+    if (flags & LU_WRITE_LU) {
+      bool staged_lu = false;
+      if constexpr (UNIFORM_A) {
+        const int lm = int(LU.m), ln = int(LU.n);
+        staged_lu = can_stage && lm >= 1 && lm <= NB && ln >= 1 && ln <= NB && LU.ld == lm && LU.stride == lm * ln;
+        if (staged_lu) {
+          if (active) lu_thread_store<NB>(a, s + t * SLOT, NB, m, n);
+          lu_stage<false, SLOT, THREADS>(LU.matrix(b0), items, LuStageMap{lm, ln, 1, NB}, s);
+        }
+      }
+      if (!staged_lu && active) lu_thread_store<NB>(a, LU.matrix(b), LU.ldim(b), m, n);
+    }
+
+    // 4. GESV (the launcher guarantees m == n): each right-hand side in registers; one
+    //    right-hand side stored as packed vectors is staged like the matrices
+    for (int c = 0; c < nrhs; ++c) {
+      T x[NB];
+#pragma unroll
+      for (int i = 0; i < NB; ++i) x[i] = T(0);
+      bool staged_b = false, staged_x = false;
+      int len = 0;
+      if constexpr (UNIFORM_A && UNIFORM_B) {
+        len = int(A.m);
+        const bool one = can_stage && nrhs == 1 && len >= 1 && len <= NB;
+        staged_b = one && B.inc == 1 && B.stride == len;
+        staged_x = one && X.inc == 1 && X.stride == len;
+        if (staged_b) {
+          lu_stage<true, SLOT, THREADS>(B.vector(b0), items, LuStageMap{len, 1, 1, 0}, s);
+          if (active) {
+            const T* sb = s + t * SLOT;
+#pragma unroll
+            for (int i = 0; i < NB; ++i) {
+              if (i >= n) break;
+              x[i] = sb[i];
+            }
+          }
+          __syncthreads();  // the slots are refilled below
+        }
+      }
+      if (!staged_b && active) {
+        const T* bv = B.vector(b) + c * b_col;
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          if (i >= n) break;
+          x[i] = bv[i * B.inc];
+        }
+      }
+      if (active && !fail) bdf::getrs_regs<NB>(n, a, ipiv, x);  // a singular matrix: LAPACK's xGESV leaves X = B
+      if (staged_x) {
+        if (active) {
+          T* sx = s + t * SLOT;
+#pragma unroll
+          for (int i = 0; i < NB; ++i) {
+            if (i >= n) break;
+            sx[i] = x[i];
+          }
+        }
+        lu_stage<false, SLOT, THREADS>(X.vector(b0), items, LuStageMap{len, 1, 1, 0}, s);
+      } else if (active) {
+        T* xv = X.vector(b) + c * x_col;
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          if (i >= n) break;
+          xv[i * X.inc] = x[i];
+        }
+      }
+    }
   }
 }
 

@@ -5,7 +5,8 @@ raise for numerical failure).  SciPy/NumPy names: ``lu_factor``, ``lu_solve``,
 ``solve``, ``inv``.
 
 GPU (``lu.cu``): small matrices (max(m, n) <= 64) are factored whole in shared
-memory by one thread group each, and GESV solves in the same launch; larger ones
+memory by one thread group each (or, with a thread setting, max(m, n) <= 8, in the
+registers of one thread each), and GESV solves in the same launch; larger ones
 by the blocked design (panels in shared memory, GEMM-tile trailing updates), and
 their solves go through the interchanges kernel plus the TRSV drivers of
 ``trsv.py``.  CPU: the same right-looking algorithm vectorized over the batch
@@ -15,6 +16,7 @@ with NumPy, and the TRSV column sweep of ``trsv.py`` for the solves.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,7 @@ from .lu_settings import LU_SETTINGS, LuSetting, check_lu_setting, choose_lu_set
 
 SOURCE = Path(__file__).with_name("lu.cu")
 
-# Launch flags of getrf_fused_kernel (lu.cu).
+# Launch flags of getrf_fused_kernel and getrf_thread_kernel (lu.cu).
 _A_TRANS, _WRITE_LU, _WRITE_PIV = 1, 2, 4
 LASWP_THREADS = 256
 
@@ -41,19 +43,26 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
-    """``kind``: 'fused', 'blocked' or 'laswp' (no setting)."""
+    """``kind``: a setting's design ('fused', 'blocked', 'thread') or 'laswp' (no setting).
+    The fused and thread kernels take the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
-    if kind == "fused":
-        return f"getrf_fused_kernel<{M}, {V}, {I}, {setting.template_args()}>"
+    if kind in ("fused", "thread"):
+        return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
 
 
-build.register(SOURCE, [kernel_name("fused" if s.fused else "blocked", layout, dt, s)
-                        for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES for s in LU_SETTINGS]
-               + [kernel_name("laswp", layout, dt) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES])
+def registered_names() -> list[str]:
+    """Every instantiation of lu.cu: each setting for each layout and each dtype it is
+    compiled for (a thread setting only where its matrix fits the register budget)."""
+    return ([kernel_name(s.design, layout, dt, s) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES
+             for s in LU_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
+            + [kernel_name("laswp", layout, dt) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES])
+
+
+build.register(SOURCE, registered_names())
 
 
 # --- public functions --------------------------------------------------------------------
@@ -167,8 +176,8 @@ def gesv(A, B, *, overwrite_a=False, overwrite_b=False, setting=None):
         the arrays have the result dtype, the full batch shape and a layout
         the kernels write directly).
     setting : LuSetting, optional
-        Force a kernel setting (GPU).  Fused settings (max(m, n) <= 64)
-        factor and solve in one launch.
+        Force a kernel setting (GPU).  Fused settings (max(m, n) <= 64) and
+        thread settings (max(m, n) <= 8) factor and solve in one launch.
 
     Returns
     -------
@@ -607,7 +616,7 @@ def _uniform_struct(arr, count, m, n):
 
 
 def _launch_factor(layout, dtype, setting, plan, args):
-    name = kernel_name("fused" if setting.fused else "blocked", layout, dtype, setting)
+    name = kernel_name(setting.design, layout, dtype, setting)
     kernel = build.get_kernel(SOURCE, name)
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
@@ -619,9 +628,10 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     """GETRF (and, with Bm (..., n, k), GESV) of a uniform batch on the GPU.
 
     Returns (lu, ipiv, X, info); lu/ipiv None when not wanted and not needed.
-    The fused design reads A in place (any strides, either orientation) and
-    writes lu column-major; the blocked design factors a column-major copy in
-    place, and its solve goes through :func:`_getrs_cupy`.
+    The fused and thread designs read A in place (any strides, either
+    orientation), write lu column-major and solve in the same launch; the
+    blocked design factors a column-major copy in place, and its solve goes
+    through :func:`_getrs_cupy`.
     """
     count = int(np.prod(batch, dtype=np.int64))
     kmin = min(m, n)
@@ -629,9 +639,9 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit())
     plan = plan_lu(setting, m, n, itemsize, count, _smem_limit())  # a setting that cannot run raises here
     in_place = overwrite_a and _direct_f(A, batch, dtype)
-    keep_lu = want_lu or not setting.fused
+    keep_lu = want_lu or setting.blocked
     lu = (A if in_place else _new_f(xp, batch, m, n, dtype)) if keep_lu else None
-    ipiv = xp.empty((*batch, kmin), np.int32) if (want_piv or not setting.fused) else None
+    ipiv = xp.empty((*batch, kmin), np.int32) if (want_piv or setting.blocked) else None
     info = xp.empty(batch, np.int32)
     X = None
     solving = Bm is not None
@@ -647,7 +657,7 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
             X[...] = Bm
         return lu, ipiv, X, info
     info_arg = info
-    if setting.fused:
+    if setting.solves_in_launch:
         a = matrix_operand(A.astype(dtype, copy=False), batch, xp)
         lu_struct = _uniform_struct(lu, count, m, n) if lu is not None else \
             ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols)
@@ -778,7 +788,7 @@ def _piv_pointers(xp, pivs):
 
 
 def _factor_list_cupy(batch, lus, pivs, info, setting, dtype, rhs=None):
-    """GETRF of a list batch into lus/pivs (and the fused GESV with ``rhs`` =
+    """GETRF of a list batch into lus/pivs (and the fused or thread GESV with ``rhs`` =
     (B accessor, b_col, X accessor, x_col, nrhs)).  Returns True when the solve was done."""
     xp, count = batch.xp, batch.count
     m_max = max((m for m, _ in batch.shapes), default=0)
@@ -792,9 +802,11 @@ def _factor_list_cupy(batch, lus, pivs, info, setting, dtype, rhs=None):
         return False
     out = MatrixBatch.from_list(lus, "lu")  # column-major members: read as they are
     ptrs, piv_struct = _piv_pointers(xp, pivs)
-    if setting.fused:
+    if setting.solves_in_launch:
         layout = batch.layout
         flags = (_A_TRANS if batch.transposed else 0) | _WRITE_LU | _WRITE_PIV
+        if setting.thread:   # pointer accessors are never staged: no shared memory
+            plan = replace(plan, smem=0)
         if rhs is None:
             rhs = (ln.pack("PointerVector", 0, 0, 1), np.int64(0), ln.pack("PointerVector", 0, 0, 1), np.int64(0), 0)
         _launch_factor(layout, dtype, setting, plan,

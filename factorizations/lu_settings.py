@@ -9,6 +9,12 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
 - ``blocked`` (``getrf_blocked_kernel<..., NB, G>``): one block of G = 256 threads per
   matrix, the matrix in global memory, panels of NB columns in shared memory (all
   rows of the panel: shared memory grows with m), trailing updates by gemm tiles.
+- ``thread`` (``getrf_thread_kernel<..., NB, THREADS>``): max(m, n) <= NB <= 8, one
+  thread per matrix with the whole matrix in registers, blocks of THREADS threads;
+  GESV solves in the same launch, as fused.  Instantiated only where the matrix's
+  register array holds at most LU_THREAD_REG_BYTES (``compiled_for``): NB = 8 for
+  float32, float64 and complex64, NB = 4 for every dtype.  Shared memory
+  (``stage_bytes``) stages the block's matrices when they are one packed run.
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
 GEMV_UNROLL = 4            # bdf::GEMV_UNROLL (gemv.cuh)
 GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
+# LU_THREAD_REG_BYTES in lu.cu: the thread design's register array of one matrix (NB x NB
+# elements) holds at most 64 doubles' worth (128 of a thread's 255 registers), so that x,
+# the pivots and the addresses fit beside it without spilling: NB = 8 for 4- and 8-byte
+# elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
+LU_THREAD_REG_BYTES = 512
 
 
 def _align16(v: int) -> int:
@@ -39,8 +50,9 @@ def lu_work_bytes(group: int, itemsize: int) -> int:  # bdf::lu_work_bytes (lu.c
 
 @dataclass(frozen=True)
 class LuSetting:
-    """``design`` 'fused' or 'blocked'; ``nb``: the largest matrix (fused) or the panel
-    width (blocked); ``threads`` per matrix."""
+    """``design`` 'fused', 'blocked' or 'thread'; ``nb``: the largest matrix (fused,
+    thread) or the panel width (blocked); ``threads`` per matrix (fused, blocked) or
+    per block (thread: one thread per matrix)."""
 
     design: str
     nb: int
@@ -49,6 +61,30 @@ class LuSetting:
     @property
     def fused(self) -> bool:
         return self.design == "fused"
+
+    @property
+    def blocked(self) -> bool:
+        return self.design == "blocked"
+
+    @property
+    def thread(self) -> bool:
+        return self.design == "thread"
+
+    @property
+    def solves_in_launch(self) -> bool:
+        """Fused and thread: GESV in the factorization's launch, A read in place (any
+        strides, either orientation), max(m, n) <= nb."""
+        return not self.blocked
+
+    def compiled_for(self, itemsize: int) -> bool:
+        """Is the setting instantiated for elements of ``itemsize`` bytes?  Every fused
+        and blocked one is; a thread setting where its NB x NB matrix fits the register
+        budget (LU_THREAD_REG_BYTES)."""
+        return not self.thread or self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
+
+    def stage_bytes(self, itemsize: int) -> int:
+        """Thread design: the staging buffer, lu_thread_stage_bytes() in lu.cu."""
+        return self.threads * (self.nb * self.nb + 1) * itemsize
 
     @property
     def max_groups_per_block(self) -> int:
@@ -68,6 +104,8 @@ class LuSetting:
         return gemm + u12 + panel + work + _align16(self.nb * 4)
 
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
+        if self.thread:   # shared memory is optional (staging)
+            return max(m, n) <= self.nb and self.compiled_for(itemsize)
         if self.fused:
             return max(m, n) <= self.nb and self.group_bytes(itemsize) <= smem_limit
         return self.blocked_bytes(panel_ld(m), itemsize) <= smem_limit
@@ -83,7 +121,8 @@ class LuSetting:
 FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting("fused", 16, 16),
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
-LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS
+THREAD_SETTINGS = (LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
+LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS
 
 
 def panel_ld(m: int) -> int:
@@ -98,7 +137,9 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     Up to 64 the fused design: the smallest NB that covers the matrix (a thread
     per row: 8 threads for 8 x 8).  Beyond, blocked with the widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).
-    First guesses, to be replaced by ``bench/solve.py`` measurements.
+    First guesses, to be replaced by ``bench/solve.py`` measurements.  The thread
+    design (THREAD_SETTINGS, n <= 8) is never chosen here yet: it is unmeasured; it
+    becomes the default for tiny matrices only after ``bench/solve.py --sweep`` on a GPU.
     """
     size = max(m, n)
     for s in FUSED_SETTINGS:
@@ -116,20 +157,30 @@ class LuPlan:
     grid: int
     block: int
     smem: int
-    groups: int
-    lds: int          # blocked: the panel's leading dimension (0 for fused)
+    groups: int       # matrices per block per turn (fused groups; thread: the block's threads)
+    lds: int          # blocked: the panel's leading dimension (0 for fused and thread)
 
 
 def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: int, smem_limit: int) -> LuPlan:
     """Grid, block and dynamic shared memory of one GETRF/GESV launch.
 
-    A fused setting too small for the matrices, or a setting whose shared memory
-    passes the device's limit, is a ValueError naming both.
+    A fused or thread setting too small for the matrices, a thread setting not
+    compiled for the element size, or a setting whose shared memory passes the
+    device's limit, is a ValueError naming both.  The thread design's shared memory
+    (staging) is optional: 0 when its buffer passes the limit.
     """
+    if setting.solves_in_launch and max(m_max, n_max) > setting.nb:
+        raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, "
+                         f"got {m_max} x {n_max}")
+    if setting.thread:
+        if not setting.compiled_for(itemsize):
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (its {setting.nb} x "
+                             f"{setting.nb} matrix of them passes the register budget of {LU_THREAD_REG_BYTES} "
+                             f"bytes); use a smaller thread setting or a fused one")
+        smem = setting.stage_bytes(itemsize)
+        grid = max(1, min(-(-count // setting.threads), 2**31 - 1))
+        return LuPlan(grid, setting.threads, smem if smem <= smem_limit else 0, setting.threads, 0)
     if setting.fused:
-        if max(m_max, n_max) > setting.nb:
-            raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, "
-                             f"got {m_max} x {n_max}")
         per_group = setting.group_bytes(itemsize)
         if per_group > smem_limit:
             raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory "

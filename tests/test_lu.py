@@ -2,8 +2,9 @@
 
 Every test body runs on NumPy (the CPU backend) and on CuPy (the GPU, skipped
 without one) through the ``xp`` fixture.  GPU bodies run with every registered
-LuSetting forced (a fused setting too small for the drawn size must raise) and
-with the default chooser; the CPU backend has one path and runs the default.
+LuSetting forced (a fused or thread setting too small for the drawn size, or a
+thread setting not compiled for the dtype, must raise) and with the default
+chooser; the CPU backend has one path and runs the default.
 Sizes: up to 24 on the CPU (fast), up to 200 on the GPU (both designs, every
 panel and tile edge).  Results are new arrays: on the GPU the memory pool is
 poisoned with NaN first (``poison_pool``), so an element never written shows up.
@@ -22,16 +23,17 @@ import scipy.linalg
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batched.factorizations import lu as lu_module
 from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
                                        solve)
-from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, LuSetting,
-                                                choose_lu_setting, plan_lu)
+from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, THREAD_SETTINGS,
+                                                LuSetting, choose_lu_setting, plan_lu)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
 THRESHOLD = 30
 SETTINGS_UNDER_TEST = [*LU_SETTINGS, None]
-# Fused tile edges (4, 8, 16, 32, 64), the blocked panels (8, 16, 32) and GEMM tiles (32), both sides.
+# Fused and thread tile edges (4, 8, 16, 32, 64), the blocked panels (8, 16, 32) and GEMM tiles (32), both sides.
 GPU_EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64, 65, 96, 97, 128, 129, 150, 200)
 CPU_EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
 KINDS = ("rand", "dominant", "ill", "scaled_ufl", "scaled_ofl")
@@ -130,7 +132,14 @@ def sizes_for(xp):
 
 
 def too_small(setting, m, n):
-    return setting is not None and setting.fused and max(m, n) > setting.nb
+    """A fused or thread setting whose NB is below the matrices: plan_lu raises 'takes matrices up to'."""
+    return setting is not None and not setting.blocked and max(m, n) > setting.nb
+
+
+def not_compiled(setting, dtype):
+    """A thread setting without an instantiation for ``dtype`` (its matrix would pass the
+    register budget: 8 x 8 complex128): plan_lu raises 'not compiled for'."""
+    return setting is not None and not setting.compiled_for(np.dtype(dtype).itemsize)
 
 
 # --- factorization -------------------------------------------------------------------------
@@ -155,6 +164,10 @@ def test_getrf_residual(xp, setting, data):
         with pytest.raises(ValueError, match="takes matrices up to"):
             getrf(Ad, setting=setting)
         return
+    if not_compiled(setting, dtype):
+        with pytest.raises(ValueError, match="not compiled for"):
+            getrf(Ad, setting=setting)
+        return
     poison_pool(xp, A.nbytes)
     lu, ipiv, info = getrf(Ad, setting=setting)
     assert isinstance(lu, xp.ndarray) and lu.dtype == dtype and tuple(lu.shape) == A.shape
@@ -173,6 +186,8 @@ def test_getrf_residual(xp, setting, data):
 def test_pivots_and_factors_match_lapack(xp, setting, dtype):
     """ipiv equals scipy.linalg.lapack's xGETRF on random data (distinct pivots), lu agrees."""
     gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
     rng = rng_for("lapack", str(np.dtype(dtype)), str(setting))
     shapes = [(n, n) for n in (1, 2, 5, 8, 13, 16)] + [(9, 5), (5, 9)]
     if xp is not np:
@@ -195,6 +210,8 @@ def test_pivots_and_factors_match_lapack(xp, setting, dtype):
 def test_every_design_edge(xp, setting, dtype):
     """Sizes on both sides of every fused NB, panel width and GEMM tile; square and rectangular."""
     gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
     rng = rng_for("edges", str(dtype), str(setting))
     sizes = CPU_EDGES if xp is np else GPU_EDGES
     for n in sizes:
@@ -240,6 +257,10 @@ def test_gesv_and_solve_residual(xp, setting, data):
             gesv(Ad, Bd, setting=setting)
         return
     dtype = np.result_type(dt_a, dt_b)
+    if not_compiled(setting, dtype):   # the solve's dtype decides
+        with pytest.raises(ValueError, match="not compiled for"):
+            gesv(Ad, Bd, setting=setting)
+        return
     Bm = B[..., None] if vectors else B
     batch = np.broadcast_shapes(A.shape[:-2], Bm.shape[:-2])
     out_shape = (*batch, n) if vectors else (*batch, *B.shape[-2:])
@@ -364,8 +385,8 @@ def test_exactly_singular_at_a_chosen_column(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
     if xp is np and n > 40:
         pytest.skip("CPU sizes stay small")
-    if too_small(setting, n, n):
-        pytest.skip("setting too small for n")
+    if too_small(setting, n, n) or not_compiled(setting, dtype):
+        pytest.skip("setting too small for n, or not compiled for dtype")
     rng = rng_for("singular", str(dtype), n, str(setting))
     count = 7
     A = lu_matrix(rng, (count,), n, n, dtype, "rand")
@@ -437,8 +458,8 @@ def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
     if xp is np and n > 8:
         pytest.skip("CPU sizes stay small")
-    if too_small(setting, n, n):
-        pytest.skip("setting too small for n")
+    if too_small(setting, n, n) or not_compiled(setting, dtype):
+        pytest.skip("setting too small for n, or not compiled for dtype")
     rng = rng_for("nan", str(dtype), n, str(setting))
     count = 6
     A = lu_matrix(rng, (count,), n, n, dtype, "dominant")
@@ -457,11 +478,14 @@ def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
 # --- big batches and empty ones ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("setting", [None, FUSED_SETTINGS[1], FUSED_SETTINGS[3], BLOCKED_SETTINGS[0]], ids=str)
+@pytest.mark.parametrize("setting", [None, FUSED_SETTINGS[1], FUSED_SETTINGS[3], BLOCKED_SETTINGS[0],
+                                     THREAD_SETTINGS[1]], ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
 def test_many_small_systems(xp, setting, dtype):
     """70,000 8x8 systems on the GPU (more than 65,535 blocks); 500 on the CPU."""
     gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
     count = 500 if xp is np else 70_000
     rng = rng_for("many", str(np.dtype(dtype)), str(setting))
     A = lu_matrix(rng, (count,), 8, 8, dtype, "rand")
@@ -539,6 +563,10 @@ def test_lists(xp, setting, data):
     before = snapshot(*Ad)
     if ns and too_small(setting, max(ns), max(ns)):
         with pytest.raises(ValueError):
+            gesv(Ad, to_xp(xp, Bs), setting=setting)
+        return
+    if ns and not_compiled(setting, dtype):
+        with pytest.raises(ValueError, match="not compiled for"):
             gesv(Ad, to_xp(xp, Bs), setting=setting)
         return
     lus, pivs, Xs, info = gesv(Ad, to_xp(xp, Bs), setting=setting)
@@ -668,6 +696,120 @@ def test_fused_setting_too_small_is_value_error(xp):
         gesv(xp.eye(9)[None], xp.ones((1, 9)), setting=FUSED_SETTINGS[1])
 
 
+# --- the thread design (a thread per matrix, in registers) ------------------------------------
+
+
+def _close(got, ref, dtype):
+    """Equal up to rounding: both designs do the same operations, perhaps contracted differently."""
+    got, ref = _wide(got), _wide(ref)
+    eps = _eps(dtype)
+    scale = max(1.0, float(np.nanmax(np.abs(ref)))) if ref.size else 1.0
+    np.testing.assert_allclose(got, ref, rtol=1e3 * eps, atol=1e3 * eps * scale, equal_nan=True)
+
+
+def _close_solutions(got, ref, A, dtype):
+    """X of two designs (batch, n[, k]) for the matrices A: equal up to rounding amplified
+    by each matrix's condition number (only nonsingular ones are compared)."""
+    got, ref = _wide(got), _wide(ref)
+    got, ref = got.reshape(len(A), -1), ref.reshape(len(A), -1)
+    with np.errstate(all="ignore"):
+        cond = np.linalg.cond(_wide(A))
+    for b in np.flatnonzero(np.isfinite(cond)):
+        scale = max(float(np.abs(ref[b]).max(initial=0.0)), np.finfo(np.float64).tiny)
+        err = float(np.abs(got[b] - ref[b]).max(initial=0.0))
+        assert err <= 1e2 * _eps(dtype) * max(cond[b], 1.0) * scale, (b, err, cond[b], scale)
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_design_matches_fused(xp, setting, dtype):
+    """Every m, n <= NB in every memory layout (packed C and F batches take the staged
+    path, the others direct accesses; 300 matrices: a partial last block): the same info
+    and pivots as the fused design of the same NB, the same factors and X up to rounding,
+    X = B for a singular matrix; one and three right-hand sides; overwrite flags."""
+    gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
+    fused = next(s for s in FUSED_SETTINGS if s.nb == setting.nb)
+    rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
+    count = 300
+    for n in range(1, setting.nb + 1):
+        for m in sorted({n, max(1, n - 2), min(setting.nb, n + 1)}):
+            A = lu_matrix(rng, (count,), m, n, dtype, "rand")
+            A[7, :, min(m, n) - 1] = 0      # info = min(m, n)
+            A[count - 1, :, 0] = 0          # info = 1, in the partial last block
+            for layout in MATRIX_LAYOUTS:
+                Ad = arrange(xp, A, layout)
+                before = snapshot(Ad)
+                poison_pool(xp, A.nbytes)
+                lu_t, piv_t, info_t = getrf(Ad, setting=setting)
+                lu_f, piv_f, info_f = getrf(Ad, setting=fused)
+                np.testing.assert_array_equal(to_np(info_t), to_np(info_f), err_msg=f"{m}x{n} {layout}")
+                np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f), err_msg=f"{m}x{n} {layout}")
+                _close(to_np(lu_t), to_np(lu_f), dtype)
+                assert factor_ratio(A, to_np(lu_t), to_np(piv_t)) <= THRESHOLD
+                assert_unchanged((Ad,), before)
+            if m != n:
+                continue
+            bad = np.zeros(count, bool)
+            bad[[7, count - 1]] = True
+            for b_layout, k in (("C", 0), ("strided", 0), ("C", 3)):
+                B = random_array(rng, (count, n) if k == 0 else (count, n, k), dtype)
+                Bd = arrange(xp, B, b_layout if k == 0 else "C", 1 if k == 0 else 2)
+                for a_layout in ("C", "F", "sub_F"):
+                    Ad = arrange(xp, A, a_layout)
+                    poison_pool(xp, B.nbytes)
+                    lu_t, piv_t, X_t, info_t = gesv(Ad, Bd, setting=setting)
+                    _, _, X_f, _ = gesv(Ad, Bd, setting=fused)
+                    x_t = to_np(X_t)
+                    np.testing.assert_array_equal(to_np(info_t), np.where(bad, [n if i == 7 else 1 for i in
+                                                                                range(count)], 0))
+                    np.testing.assert_array_equal(x_t[bad], B[bad])   # LAPACK's xGESV leaves B
+                    _close_solutions(x_t[~bad], to_np(X_f)[~bad], A[~bad], dtype)
+                    xm = x_t[..., None] if k == 0 else x_t
+                    bm = B[..., None] if k == 0 else B
+                    assert solve_ratio(A[~bad], xm[~bad], bm[~bad]) <= THRESHOLD
+                    # no factors stored (solve's flags, without LU and PIV): the same X
+                    x_s = lu_module._gesv_arrays(Ad, Bd, False, False, setting, want_factors=False)[2]
+                    np.testing.assert_array_equal(to_np(x_s), x_t)
+            # overwrite_a / overwrite_b: the factors into A (packed F: staged) and X into B
+            Af, Bc = arrange(xp, A, "F"), arrange(xp, random_array(rng, (count, n, 1), dtype), "C")
+            lu_ref, piv_ref, X_ref, _ = gesv(Af, Bc, setting=setting)
+            lu_w, _, X_w, _ = gesv(Af, Bc, overwrite_a=True, overwrite_b=True, setting=setting)
+            assert lu_w is Af and X_w is Bc
+            np.testing.assert_array_equal(to_np(lu_w), to_np(lu_ref))
+            np.testing.assert_array_equal(to_np(X_w), to_np(X_ref))
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_design_lists(xp, setting, dtype):
+    """Pointer (equal sizes) and variable-size lists up to NB, C and F members, more
+    members than a block: the same pivots, info and X (up to rounding) as fused."""
+    gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        with pytest.raises(ValueError, match="not compiled for"):
+            gesv([xp.eye(2, dtype=dtype)], [xp.ones(2, dtype)], setting=setting)
+        return
+    fused = next(s for s in FUSED_SETTINGS if s.nb == setting.nb)
+    rng = rng_for("thread-lists", str(np.dtype(dtype)), str(setting))
+    for ns in ([setting.nb] * 130, [int(v) for v in rng.integers(0, setting.nb + 1, 150)]):
+        As = [lu_matrix(rng, (), n, n, dtype, "rand") for n in ns]
+        Bs = [random_array(rng, (n,), dtype) for n in ns]
+        Ad = [arrange(xp, a, "CF"[i % 2]) for i, a in enumerate(As)]
+        lus, pivs, Xs, info = gesv(Ad, to_xp(xp, Bs), setting=setting)
+        lus_f, pivs_f, Xs_f, info_f = gesv(Ad, to_xp(xp, Bs), setting=fused)
+        np.testing.assert_array_equal(to_np(info), to_np(info_f))
+        for a, b, lu, p, x, lu_f, p_f, x_f in zip(As, Bs, lus, pivs, Xs, lus_f, pivs_f, Xs_f):
+            np.testing.assert_array_equal(to_np(p), to_np(p_f))
+            _close(to_np(lu), to_np(lu_f), dtype)
+            if a.size:
+                _close_solutions(to_np(x)[None], to_np(x_f)[None], a[None], dtype)
+            assert solve_ratio(a, to_np(x)[:, None], b[:, None]) <= THRESHOLD
+    with pytest.raises(ValueError, match=f"takes matrices up to {setting.nb} x {setting.nb}"):
+        gesv([xp.eye(setting.nb + 1, dtype=dtype)], [xp.ones(setting.nb + 1, dtype)], setting=setting)
+
+
 # --- planner (pure, on the CPU) ---------------------------------------------------------------
 
 
@@ -688,7 +830,10 @@ def test_chooser_picks_registered_settings():
     for layout in ("uniform", "pointer", "variable"):
         for dt in DTYPES:
             assert kernel_name("laswp", layout, dt) in names
-    assert len(names) == 3 * 4 * (len(LU_SETTINGS) + 1)
+    compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
+    assert len(names) == 3 * (compiled + 4)   # three layouts; laswp for each dtype
+    for s in THREAD_SETTINGS:   # the thread design is unmeasured: never the default
+        assert all(choose_lu_setting(n, n, itemsize) != s for n in range(9) for itemsize in (4, 8, 16))
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
     with pytest.raises(ValueError, match="no LU setting fits"):
         choose_lu_setting(100_000, 100_000, 16)
@@ -699,8 +844,14 @@ def test_plan_fits_shared_memory(setting):
     limit = 227 * 1024
     for n in (1, 4, 8, 33, 64, 65, 200, 600):
         for itemsize in (4, 8, 16):
-            if setting.fused and n > setting.nb:
+            if not setting.blocked and n > setting.nb:
+                assert not setting.fits(n, n, itemsize, limit)
                 with pytest.raises(ValueError, match="takes matrices up to"):
+                    plan_lu(setting, n, n, itemsize, 1000, limit)
+                continue
+            if not setting.compiled_for(itemsize):
+                assert setting.thread and not setting.fits(n, n, itemsize, limit)
+                with pytest.raises(ValueError, match="not compiled for"):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
             if not setting.fits(n, n, itemsize, limit):
@@ -710,9 +861,43 @@ def test_plan_fits_shared_memory(setting):
             plan = plan_lu(setting, n, n, itemsize, 70_000, limit)
             assert plan.smem <= limit and plan.block <= 1024 and plan.block % setting.threads == 0
             assert 1 <= plan.grid <= 2**31 - 1
-            if setting.fused:
+            if setting.thread:   # a thread per matrix, the block's matrices staged in shared memory
+                assert plan.block == setting.threads == plan.groups and plan.lds == 0
+                assert plan.grid == -(-70_000 // setting.threads) and plan.smem == setting.stage_bytes(itemsize)
+            elif setting.fused:
                 assert plan.smem == plan.groups * setting.group_bytes(itemsize)
                 assert plan.groups * plan.grid >= 70_000 and plan.smem <= max(48 * 1024, setting.group_bytes(itemsize))
             else:
                 assert plan.lds >= n and plan.lds % 2 == 1 and plan.grid == 70_000
                 assert plan.smem == setting.blocked_bytes(plan.lds, itemsize)
+
+
+def test_thread_settings_plan_and_registration():
+    """One thread per matrix: registered for exactly the dtypes whose NB x NB matrix fits
+    the register budget; the plan is a thread per matrix, 64-bit counts, optional staging."""
+    from batched.device_functions import registered
+
+    names = {p.name: s for p, s in registered().items()}[SOURCE.name]
+    for s in THREAD_SETTINGS:
+        assert s.thread and s.solves_in_launch and not s.fused and not s.blocked
+        assert str(s) == f"lu_thread{s.nb}x{s.threads}" and s.template_args() == f"{s.nb}, {s.threads}"
+        for dt in DTYPES:
+            itemsize = np.dtype(dt).itemsize
+            assert s.compiled_for(itemsize) == (s.nb * s.nb * itemsize <= 512)
+            for layout in ("uniform", "pointer", "variable"):
+                name = kernel_name("thread", layout, dt, s)
+                assert name.startswith("getrf_thread_kernel<")
+                assert (name in names) == s.compiled_for(itemsize), name
+    assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, False]   # no 8 x 8 complex128 in registers
+    s = THREAD_SETTINGS[1]
+    limit = 227 * 1024
+    with pytest.raises(ValueError, match="takes matrices up to 8 x 8"):
+        plan_lu(s, 9, 3, 8, 10, limit)
+    with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
+        plan_lu(s, 8, 8, 16, 10, limit)
+    plan = plan_lu(s, 8, 8, 8, 2**31 + 5, limit)   # more matrices than 2^31: the grid covers them once
+    assert plan.block == 128 and plan.grid == -(-(2**31 + 5) // 128) and plan.smem == 128 * 65 * 8
+    assert plan_lu(s, 8, 8, 8, 2**40, limit).grid == 2**31 - 1   # capped: the grid-stride loop does the rest
+    assert plan_lu(s, 8, 8, 8, 1000, 48 * 1024).smem == 0        # no room to stage: direct accesses
+    assert plan_lu(s, 0, 0, 4, 0, limit).grid == 1
+    assert s.fits(8, 5, 8, limit) and not s.fits(9, 1, 4, limit) and not s.fits(2, 2, 16, limit)

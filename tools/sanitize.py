@@ -211,7 +211,10 @@ def section_gebrd():
 def section_lu():
     # getrf / gesv / solve / inv: n around the fused tiles (4 ... 64) and the blocked
     # panels; rectangular getrf; batch 1 and 65,537; an exactly singular matrix (zero
-    # pivot: no division, X = B); every setting forced where it fits; lists.
+    # pivot: no division, X = B); every setting forced where it fits; lists.  The thread
+    # settings (n <= 8) on their own sizes: staged (packed C and F batches, one
+    # right-hand side) and direct (sliced rows, two right-hand sides) accesses, a partial
+    # last block, variable-size lists.
     global checks
     dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
@@ -227,10 +230,30 @@ def section_lu():
         A = rand((3, 70, 70), dtype)
         A[1, :, 40] = 0
         for s in bt.LU_SETTINGS:
+            if s.thread:
+                continue
             n = min(s.nb, 70) if s.fused else 70
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
+        for s in bt.LU_SETTINGS:
+            if not s.thread or not s.compiled_for(np.dtype(dtype).itemsize):
+                continue
+            for n in (1, s.nb - 1, s.nb):
+                for batch in (1, 3) if race else (1, 130, 65537):
+                    T = rand((batch, n, n), dtype)
+                    T[0, :, n - 1] = 0                      # singular: info = n, X = B
+                    bt.getrf(T, setting=s)                  # C order: staged, transposed view
+                    bt.gesv(T, rand((batch, n), dtype), setting=s)
+                    F = cp.swapaxes(T, -1, -2)              # F order: staged, no transposition
+                    bt.gesv(F, rand((batch, n), dtype), setting=s)
+                    bt.getrf(rand((batch, n, max(1, n - 1)), dtype), setting=s)  # rectangular
+                    S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows: direct accesses
+                    bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
+                    checks += 5
+            mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 33)]
+            bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
+            checks += 1
         bt.solve(rand((33, 20, 20), dtype) + 20 * cp.eye(20, dtype=dtype), rand((33, 20), dtype))
         bt.inv(rand((5, 9, 9), dtype) + 9 * cp.eye(9, dtype=dtype))
         mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, 40, 33)]
