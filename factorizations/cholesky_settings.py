@@ -33,11 +33,16 @@ SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 3
 @dataclass(frozen=True)
 class CholeskySetting:
     """``design`` 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix (the
-    shape of the GEMV that updates each column)."""
+    shape of the GEMV that updates each column).  ``fuse_solve`` False: a fused
+    setting that leaves POSV's solves to the TRSV kernels (a second and third
+    launch) instead of compiling them into the factorization, whose register
+    use they raise (double, 32 x 4 threads: 160 registers with the solve, 56
+    without); kept to measure which is faster."""
 
     design: str
     dim_x: int
     dim_y: int = 1
+    fuse_solve: bool = True
 
     @property
     def group_threads(self) -> int:
@@ -58,7 +63,7 @@ class CholeskySetting:
 
     def can_solve(self, n_max: int) -> bool:
         """Can the fused kernel also solve (POSV in one launch): one trsv_tile per solve."""
-        return self.fused and n_max <= min(self.group_threads, SOLVE_MAX)
+        return self.fused and self.fuse_solve and n_max <= min(self.group_threads, SOLVE_MAX)
 
     def group_bytes(self, n_max: int, itemsize: int, nrhs: int = 0) -> int:
         """Shared memory of one group; the same sum as the kernels' ``group_bytes``."""
@@ -74,7 +79,7 @@ class CholeskySetting:
         return f"{self.dim_x}, {self.dim_y}"
 
     def __str__(self) -> str:
-        return f"potrf{self.dim_x}x{self.dim_y}{self.design}"
+        return f"potrf{self.dim_x}x{self.dim_y}{self.design}{'' if self.fuse_solve else '_apart'}"
 
 
 FUSED_SETTINGS = (
@@ -83,6 +88,9 @@ FUSED_SETTINGS = (
     CholeskySetting("fused", 32),
     # four warps per matrix: n up to what n^2 elements of shared memory allow
     CholeskySetting("fused", 32, 4),
+    # the same kernels without the solve compiled in (POSV = factor + TRSV launches)
+    CholeskySetting("fused", 16, fuse_solve=False), CholeskySetting("fused", 32, fuse_solve=False),
+    CholeskySetting("fused", 32, 4, fuse_solve=False),
 )
 BLOCKED_SETTINGS = (CholeskySetting("blocked", 32, 4), CholeskySetting("blocked", 32, 8))
 # Every setting a launcher may pick (each a registered instantiation, compiled in CI).
