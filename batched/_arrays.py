@@ -188,6 +188,19 @@ def op_conjugates(op: str) -> bool:
     return op in ("C", "R")
 
 
+def conj_exact(a, xp):
+    """conj(a), keeping single-precision subnormals.  CuPy compiles its elementwise
+    kernels with -ftz=true, so its conj (a negation: neg.ftz.f32) flushes subnormal
+    imaginary parts of complex64 data to zero; flipping their sign bits does not.
+    A new C-ordered array for complex64 on the GPU; ``xp.conj(a)`` otherwise."""
+    if xp is np or a.dtype != np.complex64:
+        return xp.conj(a)
+    out = a.reshape(-1).copy() if a.ndim == 0 else a.copy(order="C")
+    bits = out.view(np.uint32)
+    bits[..., 1::2] ^= np.uint32(0x80000000)
+    return out.reshape(a.shape)
+
+
 def apply_op(X, op: str, xp):
     """op(X) for a stack (..., r, c): X, X^T or X^H (views; the CPU backend's matmul operand)."""
     if op == "N":

@@ -504,9 +504,9 @@ def _gels_general(A, B, op, setting):
     A = A.astype(dtype, copy=False)
     conj = op == "T" and dtype.kind == "c"
     if conj:
-        Bm = Bm.conj()
+        Bm = ar.conj_exact(Bm, xp)
     tall = m >= n
-    M = A if tall else xp.conj(xp.swapaxes(A, -1, -2))
+    M = A if tall else ar.conj_exact(xp.swapaxes(A, -1, -2), xp)
     r, p = max(m, n), min(m, n)
     if op == "N" and tall:
         raise AssertionError("trans='N', m >= n takes the GELS kernel path")
@@ -523,8 +523,8 @@ def _gels_general(A, B, op, setting):
         kept[..., :p, :] = Y      # Y is B where info > 0 (solve_triangular's contract)
         X = xp.where(info[..., None, None] > 0, kept, X)
     if conj:
-        X = X.conj()
-    lapack_a = QRm if tall else xp.conj(xp.swapaxes(QRm, -1, -2))   # GELQF's compact LQ of A
+        X = ar.conj_exact(X, xp)
+    lapack_a = QRm if tall else ar.conj_exact(xp.swapaxes(QRm, -1, -2), xp)   # GELQF's compact LQ of A
     lapack_a = _to_batch(xp, lapack_a, batch, 2)
     return lapack_a, (X[..., 0] if vectors else X), info
 
