@@ -11,6 +11,7 @@
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
+# py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py)
 set -u
 OUT=${OUT:-/tmp/device_check}
 mkdir -p "$OUT"
@@ -40,6 +41,7 @@ for arg in "$@"; do
       step "racecheck_${what//,/_}" 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
         python3 tools/sanitize.py --race "--only=$what" ;;
     bench) step "bench_${what//,/_}" 300 python3 bench/run_all.py --only "$what" --results-dir "$OUT" ;;
+    py) step "py_$(basename "${what%.py}")" 300 python3 "$what" --results-dir "$OUT" ;;
     sweep) step "sweep_${what//,/_}" 400 python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
     *) echo "unknown step $arg" ;;
   esac
