@@ -29,7 +29,7 @@ for arg in "$@"; do
   kind=${arg%%:*}
   what=${arg#*:}
   case $kind in
-    warm) step warm 150 python3 tools/warm_kernels.py --jobs 16 ;;
+    warm) step warm 240 python3 tools/warm_kernels.py --jobs 16 ;;
     tests)
       files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
       # shellcheck disable=SC2086
