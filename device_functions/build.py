@@ -106,12 +106,17 @@ def _compile_cubin(path: Path, name_expression: str, arch: str) -> tuple[bytes, 
 
 def _cached_cubin(path: Path, name_expression: str, arch: str) -> tuple[Path, str]:
     """The cache file of one instantiation's CUBIN (compiled on a miss) and its lowered name.
-    The key covers the source, the headers (through the options), the name, the
-    architecture and NVRTC's version."""
+    The key covers the source, the options but their include paths (the digest of
+    this folder's headers is among them; CuPy's headers are named by CuPy's
+    version), the name, the architecture and NVRTC's version: a cache built on
+    another machine with the same versions (``tools/warm_kernels.py --arch``)
+    serves as it is, wherever either keeps its files."""
+    import cupy
     from cupy_backends.cuda.libs import nvrtc
 
-    key = hashlib.sha256(json.dumps([_source_text(path), compile_options(path), name_expression, arch,
-                                     list(nvrtc.getVersion())]).encode()).hexdigest()[:32]
+    options = [o for o in compile_options(path) if not o.startswith("-I")]
+    key = hashlib.sha256(json.dumps([_source_text(path), options, name_expression, arch,
+                                     list(nvrtc.getVersion()), cupy.__version__]).encode()).hexdigest()[:32]
     folder = cache_dir()
     cubin, meta = folder / f"{key}.cubin", folder / f"{key}.json"
     if cubin.exists() and meta.exists():

@@ -15,6 +15,8 @@
 set -u
 OUT=${OUT:-/tmp/device_check}
 mkdir -p "$OUT"
+# A kernel cache built here (tools/warm_kernels.py --arch sm_90) and carried along.
+if [ -d kernel_cache ]; then export BATCHED_CACHE_DIR=$PWD/kernel_cache; fi
 python3 -m pip install -q --no-build-isolation --no-deps -e . >/dev/null 2>&1 || echo "pip install failed"
 
 step() {  # step NAME SECONDS COMMAND...: run, log, print the tail

@@ -5,7 +5,12 @@ half a second each, hundreds of them in a test run).  The instantiations are
 split over worker processes (each with its own CUDA context); later processes
 load the compiled kernels from the cache.
 
-Usage: python3 tools/warm_kernels.py [--jobs N]
+With ``--arch sm_90`` no GPU is needed: the CUBINs go into the cache folder only
+(``BATCHED_CACHE_DIR=$PWD/kernel_cache``), which a device session can carry
+(the cache key leaves out paths, so the same versions of NVRTC and CuPy there
+find every kernel compiled).
+
+Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90]
 """
 
 from __future__ import annotations
@@ -16,18 +21,25 @@ import os
 import time
 
 
-def _compile(items):
+def _compile(items, arch=None):
     import batched  # noqa: F401  (registers every kernel)
     from batched.device_functions import build
+    from pathlib import Path
 
     for path, name in items:
-        build.get_kernel(path, name)
+        if arch:   # no GPU needed: compile into the cache only
+            build._cached_cubin(Path(path), name, arch)
+        else:
+            build.get_kernel(path, name)
     return len(items)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
+    p.add_argument("--arch", default=None,
+                   help="compile for this architecture (e.g. sm_90) without a GPU, into "
+                        "BATCHED_CACHE_DIR, to carry to a device")
     args = p.parse_args()
     import batched  # noqa: F401
     from batched.device_functions import registered
@@ -36,7 +48,7 @@ def main() -> None:
     chunks = [items[i::args.jobs] for i in range(args.jobs)]
     started = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
-        done = sum(pool.map(_compile, chunks))
+        done = sum(pool.starmap(_compile, [(c, args.arch) for c in chunks]))
     print(f"warm_kernels: {done} instantiations in {time.perf_counter() - started:.0f} s "
           f"with {args.jobs} processes")
 
