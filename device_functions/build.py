@@ -87,19 +87,26 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BATCHED_CACHE_DIR") or Path.home() / ".cache" / "batched")
 
 
-def _compile_cubin(path: Path, name_expression: str, arch: str) -> tuple[bytes, str]:
-    """(CUBIN, lowered name) of one instantiation, through NVRTC."""
+def compile_program(path: Path, names, arch: str, extra_options=(), cubin: bool = False):
+    """Compile ``names`` (instantiations of the source at ``path``) for ``arch`` in one
+    NVRTC program.  Returns (CUBIN or None, {name: lowered name}, NVRTC's log); raises
+    ``BuildError`` with the log and the names on failure or when a name produced no
+    kernel.  The one NVRTC call of the build layer, the compile check and
+    tools/resources.py."""
     from cupy_backends.cuda.libs import nvrtc
 
+    names = sorted(names)
     program = nvrtc.createProgram(_source_text(path), path.name, [], [])
     try:
-        nvrtc.addNameExpression(program, name_expression)
+        for name in names:
+            nvrtc.addNameExpression(program, name)
         try:
-            nvrtc.compileProgram(program, [*compile_options(path), f"--gpu-architecture={arch}"])
+            nvrtc.compileProgram(program, [*compile_options(path), f"--gpu-architecture={arch}", *extra_options])
         except nvrtc.NVRTCError:
-            raise BuildError(f"compiling {name_expression} from {path.name} for {arch} failed:\n"
+            raise BuildError(f"compiling {path.name} for {arch} failed; instantiations: {', '.join(names)}\n"
                              f"{nvrtc.getProgramLog(program)}") from None
-        return nvrtc.getCUBIN(program), nvrtc.getLoweredName(program, name_expression)
+        lowered = {name: nvrtc.getLoweredName(program, name) for name in names}
+        return (nvrtc.getCUBIN(program) if cubin else None), lowered, nvrtc.getProgramLog(program)
     finally:
         nvrtc.destroyProgram(program)
 
@@ -121,7 +128,8 @@ def _cached_cubin(path: Path, name_expression: str, arch: str) -> tuple[Path, st
     cubin, meta = folder / f"{key}.cubin", folder / f"{key}.json"
     if cubin.exists() and meta.exists():
         return cubin, json.loads(meta.read_text())["lowered"]
-    image, lowered = _compile_cubin(path, name_expression, arch)
+    image, names, _ = compile_program(path, [name_expression], arch, cubin=True)
+    lowered = names[name_expression]
     folder.mkdir(parents=True, exist_ok=True)
     for target, data in ((cubin, image), (meta, json.dumps({"name": name_expression, "lowered": lowered}).encode())):
         fd, tmp = tempfile.mkstemp(dir=folder)   # write then rename: concurrent processes never see half a file
@@ -148,24 +156,7 @@ def get_kernel(source, name_expression: str):
 
 def _compile_names(path: Path, names, arch: str) -> int:
     """Compile ``names`` of the source at ``path`` for ``arch`` in one NVRTC program."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    names = sorted(names)
-    program = nvrtc.createProgram(_source_text(path), path.name, [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        options = [*compile_options(path), f"--gpu-architecture={arch}"]
-        try:
-            nvrtc.compileProgram(program, options)
-        except nvrtc.NVRTCError:
-            log = nvrtc.getProgramLog(program)
-            raise BuildError(f"compiling {path.name} for {arch} failed; "
-                             f"instantiations: {', '.join(names)}\n{log}") from None
-        for name in names:  # every name must have produced a kernel
-            nvrtc.getLoweredName(program, name)
-    finally:
-        nvrtc.destroyProgram(program)
+    compile_program(path, names, arch)
     return len(names)
 
 

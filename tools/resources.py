@@ -28,17 +28,9 @@ def _report(path: Path, names: list[str], arch: str) -> list[dict]:
     """One NVRTC program of ``names``; a row per instantiation."""
     import batched  # noqa: F401  (registers every kernel)
     from batched.device_functions import build
-    from cupy_backends.cuda.libs import nvrtc
 
-    program = nvrtc.createProgram(build._source_text(path), path.name, [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(program, name)
-        nvrtc.compileProgram(program, [*build.compile_options(path), f"--gpu-architecture={arch}", "-Xptxas=-v"])
-        log = nvrtc.getProgramLog(program)
-        lowered = {nvrtc.getLoweredName(program, name): name for name in names}
-    finally:
-        nvrtc.destroyProgram(program)
+    _, names_lowered, log = build.compile_program(path, names, arch, extra_options=("-Xptxas=-v",))
+    lowered = {low: name for name, low in names_lowered.items()}
     rows, current = [], None
     for line in log.splitlines():
         if m := ENTRY.search(line):
