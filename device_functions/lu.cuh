@@ -28,6 +28,21 @@ template <typename T> __device__ __forceinline__ typename real_of<T>::type modul
   else return fabs(a);
 }
 
+// LAPACK's scaling of a column by its pivot: by the reciprocal unless that would
+// overflow (|pivot| < sfmin); here also unless it would be subnormal and short of
+// digits (|pivot| > 1 / sfmin).  Otherwise divide (safe_divide).
+template <typename T> struct PivotScale {
+  T piv, r;
+  bool recip;
+  __device__ __forceinline__ explicit PivotScale(T p) : piv(p) {
+    using R = typename real_of<T>::type;
+    const R a = modulus(p);
+    recip = a >= SafeMin<R>::value && a <= R(1) / SafeMin<R>::value;
+    r = recip ? T(1) / p : T(0);
+  }
+  __device__ __forceinline__ T operator()(T l) const { return recip ? l * r : safe_divide(l, piv); }
+};
+
 // Bytes of `work` getf2_tile and getrs_tile need for a group of G threads (0 for G <= 32):
 // iamax's per-warp pairs and gemv_n's G * GEMV_UNROLL partial sums.
 template <typename T> __host__ __device__ constexpr int lu_work_bytes(int group) {
@@ -58,7 +73,6 @@ template <typename T> __host__ __device__ constexpr int lu_work_bytes(int group)
 //           factorization goes on with the next column, as LAPACK's does.
 template <int G, typename T>
 __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* spiv, unsigned char* work) {
-  using R = typename real_of<T>::type;
   const int kmax = m < n ? m : n;
   int info = 0;
   g.sync();
@@ -80,14 +94,9 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
       if (info == 0) info = j + 1;  // uniform: every thread read the same pivot
       continue;                     // no barrier needed: nothing was written since the last one
     }
-    // LAPACK scales by the reciprocal unless that would overflow (|pivot| < sfmin);
-    // here also unless it would be subnormal and short of digits (|pivot| > 1 / sfmin).
-    const R apiv = modulus(piv);
-    const bool recip = apiv >= SafeMin<R>::value && apiv <= R(1) / SafeMin<R>::value;
-    const T r = recip ? T(1) / piv : T(0);
+    const PivotScale<T> scale(piv);
     for (int i = j + 1 + g.rank; i < m; i += G) {
-      T l = s[i + (long long)j * lds];
-      l = recip ? l * r : safe_divide(l, piv);
+      const T l = scale(s[i + (long long)j * lds]);
       s[i + (long long)j * lds] = l;
       for (int c = j + 1; c < n; ++c) s[i + (long long)c * lds] -= l * s[j + (long long)c * lds];
     }
@@ -145,6 +154,23 @@ template <typename R> __device__ __forceinline__ complex<R> select(bool c, compl
   return complex<R>(c ? a.real() : b.real(), c ? a.imag() : b.imag());
 }
 
+// Exchange element j of a register vector with element p (j <= p < limit), element i
+// being at(i): each later element is compared with p, so the vector is never indexed
+// at run time (loops over NB, unrolled).
+template <int NB, class At> __device__ __forceinline__ void swap_selected(int j, int p, int limit, At at) {
+  const auto xj = at(j);
+  auto moved = xj;
+#pragma unroll
+  for (int i = j + 1; i < NB; ++i) {
+    if (i >= limit) break;
+    const bool here = p == i;
+    const auto xi = at(i);
+    moved = select(here, xi, moved);
+    at(i) = select(here, xj, xi);
+  }
+  at(j) = moved;
+}
+
 // bdf::getf2_regs: P A = L U of the m x n matrix a (m, n <= NB) in the registers of
 // one thread, in place, exactly as getf2_tile: column j's pivot is the first largest
 // |re| + |im| of rows j .. m-1 (iamax_ahead: NaN first), rows j and p swap across the
@@ -191,31 +217,18 @@ __device__ __forceinline__ int getf2_regs(int m, int n, T (&a)[NB][NB], int (&ip
 #pragma unroll
     for (int c = 0; c < NB; ++c) {
       if (c >= n) break;
-      const T rj = a[j][c];
-      T pivot_row = rj;
-#pragma unroll
-      for (int i = j + 1; i < NB; ++i) {
-        if (i >= m) break;
-        const bool here = p == i;
-        const T ai = a[i][c];
-        pivot_row = select(here, ai, pivot_row);
-        a[i][c] = select(here, rj, ai);
-      }
-      a[j][c] = pivot_row;
+      swap_selected<NB>(j, p, m, [&](int i) -> T& { return a[i][c]; });
     }
     const T piv = a[j][j];
     if (piv == T(0)) {
       if (info == 0) info = j + 1;
       continue;  // the column is zero below the diagonal: nothing to scale or update
     }
-    const R apiv = modulus(piv);
-    const bool recip = apiv >= SafeMin<R>::value && apiv <= R(1) / SafeMin<R>::value;
-    const T r = recip ? T(1) / piv : T(0);
+    const PivotScale<T> scale(piv);
 #pragma unroll
     for (int i = j + 1; i < NB; ++i) {
       if (i >= m) break;
-      T l = a[i][j];
-      l = recip ? l * r : safe_divide(l, piv);  // (both prvalues: no address is selected)
+      const T l = scale(a[i][j]);
       a[i][j] = l;
 #pragma unroll
       for (int c = j + 1; c < NB; ++c) {
@@ -244,18 +257,7 @@ __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const in
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     if (j >= n) break;
-    const int p = ipiv[j];
-    const T xj = x[j];
-    T moved = xj;
-#pragma unroll
-    for (int i = j + 1; i < NB; ++i) {
-      if (i >= n) break;
-      const bool here = p == i;
-      const T xi = x[i];
-      moved = select(here, xi, moved);
-      x[i] = select(here, xj, xi);
-    }
-    x[j] = moved;
+    swap_selected<NB>(j, ipiv[j], n, [&](int i) -> T& { return x[i]; });
   }
   // L y = x, unit lower, forward
 #pragma unroll

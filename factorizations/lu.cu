@@ -209,35 +209,34 @@ __device__ void lu_stage(T* g, int items, LuStageMap mp, T* s) {
   __syncthreads();
 }
 
+// f(i, j) for every element of the leading m x n block of an NB x NB register matrix,
+// column by column, the loops unrolled over NB (so a[i][j] stays in registers).
+template <int NB, class F>
+__device__ __forceinline__ void lu_thread_each(int m, int n, F f) {
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= n) break;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      if (i >= m) break;
+      f(i, j);
+    }
+  }
+}
+
 // a[i][j] = element (i, j) of the m x n matrix at src, column-major with leading
 // dimension ld, or row-major (trans: the accessor's view is the transpose); the
 // registers outside m x n are left as they are.
 template <int NB, typename T>
 __device__ __forceinline__ void lu_thread_load(T (&a)[NB][NB], const T* src, long long ld, int m, int n, bool trans) {
   const long long rs = trans ? ld : 1, cs = trans ? 1 : ld;
-#pragma unroll
-  for (int j = 0; j < NB; ++j) {
-    if (j >= n) break;
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      if (i >= m) break;
-      a[i][j] = src[i * rs + j * cs];
-    }
-  }
+  lu_thread_each<NB>(m, n, [&](int i, int j) { a[i][j] = src[i * rs + j * cs]; });
 }
 
 // Element (i, j) of a, i < m, j < n, to dst[i + j * ld] (the factors are column-major).
 template <int NB, typename T>
 __device__ __forceinline__ void lu_thread_store(const T (&a)[NB][NB], T* dst, long long ld, int m, int n) {
-#pragma unroll
-  for (int j = 0; j < NB; ++j) {
-    if (j >= n) break;
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      if (i >= m) break;
-      dst[i + j * ld] = a[i][j];
-    }
-  }
+  lu_thread_each<NB>(m, n, [&](int i, int j) { dst[i + j * ld] = a[i][j]; });
 }
 
 // Item = one matrix, one thread; the same arguments and flags as getrf_fused_kernel.
