@@ -520,6 +520,11 @@ def run(routine: str, cases, ours, peers: dict, out_dir=None, *, build, args=Non
     print(f"{routine} on {info['name']}: copy {ceilings['copy_gbps']:.0f} GB/s, "
           f"read {ceilings['read_gbps']:.0f} GB/s, L2 {info['l2_bytes'] // MIB} MiB, "
           f"{len(cases)} cases, peers {', '.join(peers)}")
+    out_dir = Path(out_dir) if out_dir else (args.results_dir if args and args.results_dir else RESULTS)
+    folder = out_dir / gpu_dirname(info["name"])
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{routine}_quick" if quick else routine
+    path = folder / f"{stem}.json"
     rows = []
     started = time.perf_counter()
     for case in cases:
@@ -527,22 +532,22 @@ def run(routine: str, cases, ours, peers: dict, out_dir=None, *, build, args=Non
                         sweep if case.layout in sweep_layouts else ())
         rows.append(row)
         print(_progress(row), flush=True)
+        # Rewritten after every case: a run stopped by a time limit keeps what it measured
+        # ("complete": false until the last case).
+        _write_document(path, info, ceilings, rows, torch, quick, complete=len(rows) == len(cases))
     print(f"{routine}: {len(rows)} cases in {time.perf_counter() - started:.0f} s")
-
-    out_dir = Path(out_dir) if out_dir else (args.results_dir if args and args.results_dir else RESULTS)
-    folder = out_dir / gpu_dirname(info["name"])
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{routine}_quick" if quick else routine
-    doc = result_document(info, ceilings, rows, extra={
-        "cupy": _cupy().__version__, "torch": getattr(torch, "__version__", None),
-        "quick": quick, "tolerance": TOLERANCE})
-    path = folder / f"{stem}.json"
-    path.write_text(json.dumps(doc, indent=1))
     print(f"wrote {path}")
     plot(rows, folder / f"{stem}.png", f"{routine} on {info['name']}", plot_metrics, ceilings, info)
     if print_table:
         print_rows(routine, rows)
     return rows
+
+
+def _write_document(path, info, ceilings, rows, torch, quick, complete):
+    doc = result_document(info, ceilings, rows, extra={
+        "cupy": _cupy().__version__, "torch": getattr(torch, "__version__", None),
+        "quick": quick, "tolerance": TOLERANCE, "complete": complete})
+    path.write_text(json.dumps(doc, indent=1))
 
 
 def result_document(info, ceilings, rows, extra=None) -> dict:

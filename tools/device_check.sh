@@ -7,11 +7,13 @@
 #
 # warm            compile every kernel instantiation into CuPy's cache (16 processes)
 # tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples;
-#                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300)
+#                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300;
+#                 TESTS_K=EXPR: only tests matching pytest's -k EXPR)
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
 # py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py)
+# LIMIT=S         seconds for each sanitize/bench/sweep/py step (defaults 200/300/400/300)
 set -u
 OUT=${OUT:-/tmp/device_check}
 mkdir -p "$OUT"
@@ -37,16 +39,16 @@ for arg in "$@"; do
     tests)
       files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
       # shellcheck disable=SC2086
-      step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider $files
+      step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} $files
       grep -m12 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log" ;;
     sanitize)
-      step "memcheck_${what//,/_}" 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
+      step "memcheck_${what//,/_}" "${LIMIT:-200}" compute-sanitizer --tool memcheck --error-exitcode 1 \
         python3 tools/sanitize.py --quick "--only=$what"
-      step "racecheck_${what//,/_}" 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
+      step "racecheck_${what//,/_}" "${LIMIT:-200}" compute-sanitizer --tool racecheck --error-exitcode 1 \
         python3 tools/sanitize.py --race "--only=$what" ;;
-    bench) step "bench_${what//,/_}" 300 python3 bench/run_all.py --only "$what" --results-dir "$OUT" ;;
-    py) step "py_$(basename "${what%.py}")" 300 python3 "$what" --results-dir "$OUT" ;;
-    sweep) step "sweep_${what//,/_}" 400 python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
+    bench) step "bench_${what//,/_}" "${LIMIT:-300}" python3 bench/run_all.py --only "$what" --results-dir "$OUT" ;;
+    py) step "py_$(basename "${what%.py}")" "${LIMIT:-300}" python3 "$what" --results-dir "$OUT" ;;
+    sweep) step "sweep_${what//,/_}" "${LIMIT:-400}" python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
     *) echo "unknown step $arg" ;;
   esac
 done
