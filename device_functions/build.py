@@ -111,6 +111,16 @@ def compile_program(path: Path, names, arch: str, extra_options=(), cubin: bool 
         nvrtc.destroyProgram(program)
 
 
+def cache_key(path: Path, name_expression: str, arch: str) -> str:
+    """The file stem of one instantiation in the kernel cache (see _cached_cubin)."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    options = [o for o in compile_options(path) if not o.startswith("-I")]
+    return hashlib.sha256(json.dumps([_source_text(path), options, name_expression, arch,
+                                      list(nvrtc.getVersion()), cupy.__version__]).encode()).hexdigest()[:32]
+
+
 def _cached_cubin(path: Path, name_expression: str, arch: str) -> tuple[Path, str]:
     """The cache file of one instantiation's CUBIN (compiled on a miss) and its lowered name.
     The key covers the source, the options but their include paths (the digest of
@@ -118,12 +128,7 @@ def _cached_cubin(path: Path, name_expression: str, arch: str) -> tuple[Path, st
     version), the name, the architecture and NVRTC's version: a cache built on
     another machine with the same versions (``tools/warm_kernels.py --arch``)
     serves as it is, wherever either keeps its files."""
-    import cupy
-    from cupy_backends.cuda.libs import nvrtc
-
-    options = [o for o in compile_options(path) if not o.startswith("-I")]
-    key = hashlib.sha256(json.dumps([_source_text(path), options, name_expression, arch,
-                                     list(nvrtc.getVersion()), cupy.__version__]).encode()).hexdigest()[:32]
+    key = cache_key(path, name_expression, arch)
     folder = cache_dir()
     cubin, meta = folder / f"{key}.cubin", folder / f"{key}.json"
     if cubin.exists() and meta.exists():

@@ -10,7 +10,11 @@ With ``--arch sm_90`` no GPU is needed: the CUBINs go into the cache folder only
 (the cache key leaves out paths, so the same versions of NVRTC and CuPy there
 find every kernel compiled).
 
-Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90]
+``--prune`` then deletes the cache's files that no registered instantiation of
+this checkout uses (a header edit changes every key), so the carried archive
+holds only what the run needs.
+
+Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90] [--prune]
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def main() -> None:
     p.add_argument("--arch", default=None,
                    help="compile for this architecture (e.g. sm_90) without a GPU, into "
                         "BATCHED_CACHE_DIR, to carry to a device")
+    p.add_argument("--prune", action="store_true",
+                   help="delete cache files of instantiations this checkout no longer has (needs --arch)")
     args = p.parse_args()
     import batched  # noqa: F401
     from batched.device_functions import registered
@@ -51,6 +57,20 @@ def main() -> None:
         done = sum(pool.starmap(_compile, [(c, args.arch) for c in chunks]))
     print(f"warm_kernels: {done} instantiations in {time.perf_counter() - started:.0f} s "
           f"with {args.jobs} processes")
+    if args.prune and args.arch:
+        _prune(items, args.arch)
+
+
+def _prune(items, arch) -> None:
+    from pathlib import Path
+
+    from batched.device_functions import build
+
+    keep = {build.cache_key(Path(path), name, arch) for path, name in items}
+    stale = [f for f in build.cache_dir().iterdir() if f.suffix in (".cubin", ".json") and f.stem not in keep]
+    for f in stale:
+        f.unlink()
+    print(f"warm_kernels: pruned {len(stale)} stale cache files")
 
 
 if __name__ == "__main__":
