@@ -16,8 +16,9 @@ DGESV and SGESV, and DGETRF alone; the batch sized so that A takes 256 MiB.
   ``torch.linalg.cholesky_ex``) are added by the Cholesky work: see the marked
   place in :func:`all_cases`.
 
-``--sweep`` times every LU setting forced (LU_SETTINGS: fused, blocked and the
-thread design, one thread per matrix in registers for n <= 8) on each uniform case;
+``--sweep`` times every LU setting forced (LU_SETTINGS: fused, blocked, the thread
+design, one thread per matrix in registers for n <= 8, and the rows design, a row per
+lane for n <= 32) on each uniform case;
 a setting that cannot take the case (NB below n, a thread setting not compiled for
 the dtype) raises before any launch and is recorded as None.  A forced ``gesv``
 setting does ``solve``'s work (X only, no factors stored), so that its time

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import tempfile
 
 from pathlib import Path
@@ -60,21 +61,37 @@ def include_dirs() -> tuple[str, ...]:
             *(str(cccl / d) for d in ("libcudacxx", "cub", "thrust")))
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
 @functools.lru_cache(maxsize=None)
-def headers_digest() -> str:
-    """Digest of every header here: CuPy's disk cache keys on the source text
-    and the options but not on headers found through -I, so the digest goes
-    into the options and an edited header never reuses a stale kernel."""
+def headers_digest(source: Path) -> str:
+    """Digest of the headers ``source`` includes, directly or through each other
+    (quoted includes found beside it or here): the kernel cache keys on the source
+    text and the options, so the digest goes into the options and an edited header
+    recompiles exactly the sources that include it (memoized per process, as the
+    kernels are)."""
+    source = Path(source).resolve()
+    found: dict[str, bytes] = {}
+    todo = [source.read_text()]
+    while todo:
+        for name in _INCLUDE.findall(todo.pop()):
+            for folder in (source.parent, HEADER_DIR):
+                path = folder / name
+                if str(path) not in found and path.is_file():
+                    found[str(path)] = path.read_bytes()
+                    todo.append(found[str(path)].decode())
+                    break
     h = hashlib.sha256()
-    for path in sorted(HEADER_DIR.glob("*.cuh")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
+    for path in sorted(found, key=lambda p: Path(p).name):
+        h.update(Path(path).name.encode())
+        h.update(found[path])
     return h.hexdigest()[:16]
 
 
 def compile_options(source: Path) -> tuple[str, ...]:
     dirs = (str(Path(source).resolve().parent), *include_dirs())
-    return ("-std=c++17", "-ftz=false", f"-DBATCHED_HEADERS_DIGEST=0x{headers_digest()}",
+    return ("-std=c++17", "-ftz=false", f"-DBATCHED_HEADERS_DIGEST=0x{headers_digest(source)}",
             *(f"-I{d}" for d in dirs))
 
 

@@ -279,4 +279,115 @@ __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const in
   }
 }
 
+// --- rows design: one row per lane ---------------------------------------------------
+//
+// getf2_rows / getrs_rows are getf2_tile / getrs_tile for a matrix held one row per lane
+// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB), with no shared
+// memory and no barrier: the pivot search is a shuffle reduction, the pivot row reaches
+// the other lanes by shuffles, and rows never move: each lane keeps `pos`, the position
+// its row has in LAPACK's swapped order (P A), so an interchange changes two integers.
+// The pivot order, the reciprocal rule and the operation order are those of getf2_tile.
+//
+// Every lane of the warp calls them with warp-uniform `steps` and `cols` (the largest
+// min(m, n) and n among the warp's groups, so that every shuffle has all 32 lanes; a
+// group's own m and n decide what its lanes do).  Groups are aligned: lanes
+// [k L, (k + 1) L) of a warp.
+
+// The lane (0..31 in the warp) whose `pos` is `at` among the group's lanes `gmask`, for
+// rows that `hold` one; the calling lane itself when none does (its group is idle).
+__device__ __forceinline__ int rows_lane_at(bool hold, int pos, int at, unsigned gmask) {
+  const unsigned hit = __ballot_sync(0xffffffffu, hold && pos == at) & gmask;
+  return hit ? __ffs(hit) - 1 : int(threadIdx.x & 31u);
+}
+
+// bdf::getf2_rows: P A = L U of the m x n matrix (m <= L, n <= NB) in the lanes' a, in
+// place (lane i's row ends at position pos in P A: L to the left of the diagonal, U from
+// it on).  my_piv: lane j (j < min(m, n)) gets the 0-based position swapped with j at
+// step j (LAPACK's ipiv - 1).  Returns LAPACK's info to every lane of the group.
+// Threads:  the whole warp (see above); `lane` the rank in the group (0..L-1).
+// Shared:   none.  Sync: none beyond the shuffles.
+// Memory:   registers only.
+// Failure:  a zero pivot's column is neither scaled nor used, as getf2_tile.
+template <int NB, int L, typename T>
+__device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, int cols, T (&a)[NB], int& pos,
+                                          int& my_piv) {
+  using R = typename real_of<T>::type;
+  constexpr unsigned ALL = 0xffffffffu;
+  const unsigned gmask = L == 32 ? ALL : ((1u << L) - 1u) << ((threadIdx.x & 31u) & ~unsigned(L - 1));
+  const int kmin = m < n ? m : n;
+  const bool valid = lane < m;
+  int info = 0;
+  pos = lane;
+  my_piv = lane;
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= steps) break;  // warp-uniform
+    const bool live = j < kmin;
+    // pivot search (bdf::iamax's rule): the first largest |re| + |im| in positions j..m-1
+    const bool cand = live && valid && pos >= j;
+    R best = cand ? abs1(a[j]) : R(-1);
+    int at = cand ? pos : 0x7fffffff;
+#pragma unroll
+    for (int d = L / 2; d >= 1; d /= 2) {
+      const R ov = __shfl_xor_sync(ALL, best, d);
+      const int oi = __shfl_xor_sync(ALL, at, d);
+      if (iamax_ahead(ov, oi, best, at)) {
+        best = ov;
+        at = oi;
+      }
+    }
+    const int src = rows_lane_at(cand, pos, at, gmask);  // the pivot row's lane
+    const T piv = shfl_from(a[j], src, ALL, 32);
+    if (live) {  // the interchange of positions j and at
+      if (lane == j) my_piv = at;
+      if (pos == j) pos = at;
+      else if (int(threadIdx.x & 31u) == src) pos = j;
+    }
+    const bool go = live && piv != T(0);
+    if (live && !go && info == 0) info = j + 1;
+    const bool upd = go && valid && pos > j;
+    T l = T(0);
+    if (upd) {
+      l = PivotScale<T>(piv)(a[j]);
+      a[j] = l;
+    }
+#pragma unroll
+    for (int c = j + 1; c < NB; ++c) {
+      if (c >= cols) break;  // warp-uniform
+      const T u = shfl_from(a[c], src, ALL, 32);
+      if (upd) a[c] -= l * u;
+    }
+  }
+  return info;
+}
+
+// bdf::getrs_rows: x = U^{-1} L^{-1} P b for the n x n factors of getf2_rows; lane i
+// holds b_i (the user's row order: P is already in `pos`) and ends with the unknown
+// at position pos.  The same operations as getrs_tile (trsv_tile's column order and
+// safe_divide by the diagonal).
+// Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n); a group with n = 0
+//           takes part in the shuffles and leaves x as it is.
+// Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
+template <int NB, int L, typename T>
+__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[NB], int pos, T& x) {
+  constexpr unsigned ALL = 0xffffffffu;
+  const unsigned gmask = L == 32 ? ALL : ((1u << L) - 1u) << ((threadIdx.x & 31u) & ~unsigned(L - 1));
+  const bool valid = lane < n;
+#pragma unroll
+  for (int k = 0; k < NB; ++k) {  // unit lower, forward
+    if (k >= cols) break;
+    const int src = rows_lane_at(valid, pos, k, gmask);
+    const T xk = shfl_from(x, src, ALL, 32);
+    if (valid && k < n && pos > k) x -= a[k] * xk;
+  }
+#pragma unroll
+  for (int k = NB - 1; k >= 0; --k) {  // upper, backward
+    if (k >= cols) continue;
+    const int src = rows_lane_at(valid, pos, k, gmask);
+    if (valid && pos == k) x = safe_divide(x, a[k]);
+    const T xk = shfl_from(x, src, ALL, 32);
+    if (valid && k < n && pos < k) x -= a[k] * xk;
+  }
+}
+
 }  // namespace bdf

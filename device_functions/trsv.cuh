@@ -31,36 +31,42 @@ __device__ __forceinline__ T op_element(const T* A, long long lda, int op, int i
   return conj_if(a, op_conjugates(op));
 }
 
-// bdf::trsv_tile: solve op(A) y = y for one nb x nb triangular tile, nb <= W <= 32.
+// bdf::trsv_tile_regs: solve op(A) y = y for one nb x nb triangular tile, nb <= W <= 32,
+// each lane holding its own unknown in a register.
 // Threads:  W lanes of one warp (a ThreadGroup<W> when W < 32, or the first warp of a
 //           larger group), all of them calling it with the same arguments; lane l owns
-//           the l-th unknown in solve order.
-// Shared:   none of its own.  y may be shared or global memory.
-// Sync:     no barrier assumed on entry: y is read after a __syncwarp of the W lanes;
-//           ends after a __syncwarp, y written.  The caller's other warps must wait at
-//           a barrier of their own before reading y.
+//           the l-th unknown in solve order: yi is y[row] for row = l (forward) or
+//           nb - 1 - l (backward), read by the caller (0 for l >= nb), and is that
+//           unknown on return.
+// Shared:   none.  Sync: only the W lanes' shuffles.
 // Memory:   A read-only (global or shared), only its stored triangle and, unless
 //           `unit`, the diagonal; each lane first loads its whole row of op(A) into
 //           registers (W of them), so the sequential chain below waits on no load.
 // Failure:  none: a zero diagonal divides by zero (callers scan for it first, see
 //           first_zero_diagonal); NaN/Inf propagate as in LAPACK.
 template <typename T, int W>
-__device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, bool forward, bool unit,
-                          T* y) {
+__device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, long long lda, int op, bool forward,
+                                               bool unit, T& yi) {
   static_assert(W >= 1 && W <= 32 && (W & (W - 1)) == 0, "a tile is solved by a power-of-two lane group");
   const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31u) & ~unsigned(W - 1));
   const int row = forward ? lane : nb - 1 - lane;  // the row of op(A) this lane owns
   const bool mine = lane < nb;
+  // op(A)(row, col) = conj?(rowp[col * cs]); the s-th unknown's column is s (forward) or
+  // nb - 1 - s, so its element is at p + s * step: one pointer and one stride, not an
+  // address per element (which took 122 registers for W = 8 in double, 255 for W = 32).
+  const bool cj = op_conjugates(op);
+  const long long cs = op_transposes(op) ? 1 : lda;
+  const T* rowp = A + (op_transposes(op) ? (long long)row * lda : (long long)row);
+  const long long step = forward ? cs : -cs;
+  const T* p = forward ? rowp : rowp + (long long)(nb - 1) * cs;
   T m[W];  // m[s]: op(A)(row, row of the s-th unknown), for the unknowns solved before this one
   T d = T(1);
 #pragma unroll
   for (int s = 0; s < W; ++s) {
     m[s] = T(0);
-    if (mine && s < lane) m[s] = op_element(A, lda, op, row, forward ? s : nb - 1 - s);
+    if (mine && s < lane) m[s] = conj_if(p[s * step], cj);
   }
-  if (mine && !unit) d = op_element(A, lda, op, row, row);
-  __syncwarp(mask);
-  T yi = mine ? y[row] : T(0);
+  if (mine && !unit) d = conj_if(rowp[(long long)row * cs], cj);
 #pragma unroll
   for (int s = 0; s < W; ++s) {
     if (s < nb) {  // uniform over the lanes
@@ -69,7 +75,21 @@ __device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, b
       if (lane > s) yi -= m[s] * ys;
     }
   }
-  if (mine) y[row] = yi;
+}
+
+// bdf::trsv_tile: trsv_tile_regs on y in memory (shared or global).
+// Threads:  as trsv_tile_regs.
+// Sync:     no barrier assumed on entry: y is read after a __syncwarp of the W lanes;
+//           ends after a __syncwarp, y written.  The caller's other warps must wait at
+//           a barrier of their own before reading y.
+template <typename T, int W>
+__device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, bool forward, bool unit, T* y) {
+  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31u) & ~unsigned(W - 1));
+  const int row = forward ? lane : nb - 1 - lane;
+  __syncwarp(mask);
+  T yi = lane < nb ? y[row] : T(0);
+  trsv_tile_regs<T, W>(lane, nb, A, lda, op, forward, unit, yi);
+  if (lane < nb) y[row] = yi;
   __syncwarp(mask);
 }
 

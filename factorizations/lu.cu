@@ -385,6 +385,74 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
   }
 }
 
+// --- rows design -----------------------------------------------------------------------
+
+// Rows design (getrf_rows_kernel, max(m, n) <= NB <= L <= 32): a group of L lanes per
+// matrix, lane i holding row i in registers (bdf::getf2_rows / getrs_rows), 32 / L
+// matrices per warp, LU_ROWS_BLOCK threads per block; no shared memory, no barrier.
+constexpr int LU_ROWS_BLOCK = 128;
+
+// Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
+// takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
+// LU may alias A (every lane has read its row before the group writes); X may alias B
+// (each lane reads its b before the group's shuffles, and writes after them).
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_ROWS_BLOCK)
+getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                  int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  static_assert(NB >= 1 && NB <= L && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes per matrix");
+  constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32;
+  const int wl = int(threadIdx.x & 31u), lane = wl % L;
+  const bool a_trans = flags & LU_A_TRANS;
+  const long long first = ((long long)blockIdx.x * WARPS + threadIdx.x / 32) * PER_WARP;
+  for (long long w0 = first; w0 < count; w0 += (long long)gridDim.x * WARPS * PER_WARP) {
+    const long long b = w0 + wl / L;
+    const bool active = b < count;
+    int m = 0, n = 0;  // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    if (active) {
+      m = a_trans ? A.cols(b) : A.rows(b);
+      n = a_trans ? A.rows(b) : A.cols(b);
+    }
+    const int kmin = m < n ? m : n;
+    const int steps = __reduce_max_sync(0xffffffffu, kmin), cols = __reduce_max_sync(0xffffffffu, n);
+    T a[NB];
+#pragma unroll
+    for (int c = 0; c < NB; ++c) a[c] = T(0);
+    if (lane < m) {  // row `lane`: consecutive lanes read consecutive elements of a column-major matrix
+      const T* src = A.matrix(b);
+      const long long ld = A.ldim(b), rs = a_trans ? ld : 1, cs = a_trans ? 1 : ld;
+#pragma unroll
+      for (int c = 0; c < NB; ++c) {
+        if (c >= n) break;
+        a[c] = src[lane * rs + c * cs];
+      }
+    }
+    int pos, my_piv;
+    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, cols, a, pos, my_piv);
+    if (active && lane == 0) info[b] = fail;
+    if ((flags & LU_WRITE_PIV) && lane < kmin) piv.vector(b)[lane * piv.inc] = my_piv + 1;
+    if ((flags & LU_WRITE_LU) && lane < m) {  // row pos of the column-major factors
+      T* dst = LU.matrix(b);
+      const long long ld = LU.ldim(b);
+#pragma unroll
+      for (int c = 0; c < NB; ++c) {
+        if (c >= n) break;
+        dst[pos + c * ld] = a[c];
+      }
+    }
+    // GESV (the launcher guarantees m == n): one right-hand side at a time, b_i in lane i
+    for (int c = 0; c < nrhs; ++c) {
+      T x = T(0);
+      if (lane < n) x = B.vector(b)[c * b_col + lane * B.inc];
+      // every lane takes part (the shuffles); a singular matrix solves nothing (n = 0 there):
+      // LAPACK's xGESV leaves X = B (x is b_i, row i = lane)
+      bdf::getrs_rows<NB, L>(lane, fail ? 0 : n, cols, a, pos, x);
+      if (lane < n) X.vector(b)[c * x_col + (fail ? lane : pos) * X.inc] = x;
+    }
+  }
+}
+
 // Blocked design: gemm tiles of the trailing update (16 x 16 threads, 32 x 32 outputs).
 constexpr int LU_GEMM_DX = 16, LU_GEMM_DY = 16, LU_GEMM_BLK = 32;
 

@@ -15,6 +15,11 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   register array holds at most LU_THREAD_REG_BYTES (``compiled_for``): NB = 8 for
   float32, float64 and complex64, NB = 4 for every dtype.  Shared memory
   (``stage_bytes``) stages the block's matrices when they are one packed run.
+- ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB <= L, a group of L = threads
+  lanes per matrix, lane i holding row i in registers (32 / L matrices per warp, blocks
+  of ROWS_BLOCK threads); no shared memory and no barrier: the pivot search and the pivot
+  row travel by shuffles.  GESV solves in the same launch, as fused.  Instantiated where
+  a row fits LU_ROWS_REG_BYTES: every dtype but complex128 with NB = 32.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..settings import check_setting
 
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
+ROWS_BLOCK = 128           # LU_ROWS_BLOCK in lu.cu
 GEMV_UNROLL = 4            # bdf::GEMV_UNROLL (gemv.cuh)
 GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # LU_THREAD_REG_BYTES in lu.cu: the thread design's register array of one matrix (NB x NB
@@ -32,6 +38,10 @@ GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # the pivots and the addresses fit beside it without spilling: NB = 8 for 4- and 8-byte
 # elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
 LU_THREAD_REG_BYTES = 512
+# The rows design's register array of one row (NB elements) holds at most 32 doubles' worth
+# (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; every
+# other rows instantiation has at most 192 registers and 24 bytes of spill).
+LU_ROWS_REG_BYTES = 256
 
 
 def _align16(v: int) -> int:
@@ -50,9 +60,9 @@ def lu_work_bytes(group: int, itemsize: int) -> int:  # bdf::lu_work_bytes (lu.c
 
 @dataclass(frozen=True)
 class LuSetting:
-    """``design`` 'fused', 'blocked' or 'thread'; ``nb``: the largest matrix (fused,
-    thread) or the panel width (blocked); ``threads`` per matrix (fused, blocked) or
-    per block (thread: one thread per matrix)."""
+    """``design`` 'fused', 'blocked', 'thread' or 'rows'; ``nb``: the largest matrix
+    (fused, thread, rows) or the panel width (blocked); ``threads`` per matrix (fused,
+    blocked, rows: the lanes of a group) or per block (thread: one thread per matrix)."""
 
     design: str
     nb: int
@@ -71,16 +81,23 @@ class LuSetting:
         return self.design == "thread"
 
     @property
+    def rows(self) -> bool:
+        return self.design == "rows"
+
+    @property
     def solves_in_launch(self) -> bool:
-        """Fused and thread: GESV in the factorization's launch, A read in place (any
-        strides, either orientation), max(m, n) <= nb."""
+        """Fused, thread and rows: GESV in the factorization's launch, A read in place
+        (any strides, either orientation), max(m, n) <= nb."""
         return not self.blocked
 
     def compiled_for(self, itemsize: int) -> bool:
         """Is the setting instantiated for elements of ``itemsize`` bytes?  Every fused
         and blocked one is; a thread setting where its NB x NB matrix fits the register
-        budget (LU_THREAD_REG_BYTES)."""
-        return not self.thread or self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
+        budget (LU_THREAD_REG_BYTES), a rows setting where its row of NB does
+        (LU_ROWS_REG_BYTES)."""
+        if self.thread:
+            return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
+        return not self.rows or self.nb * itemsize <= LU_ROWS_REG_BYTES
 
     def stage_bytes(self, itemsize: int) -> int:
         """Thread design: the staging buffer, lu_thread_stage_bytes() in lu.cu."""
@@ -106,6 +123,8 @@ class LuSetting:
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
         if self.thread:   # shared memory is optional (staging)
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
+        if self.rows:     # no shared memory
+            return max(m, n) <= self.nb and self.compiled_for(itemsize)
         if self.fused:
             return max(m, n) <= self.nb and self.group_bytes(itemsize) <= smem_limit
         return self.blocked_bytes(panel_ld(m), itemsize) <= smem_limit
@@ -122,7 +141,8 @@ FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting(
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
 THREAD_SETTINGS = (LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
-LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS
+ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32))
+LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS
 
 
 def panel_ld(m: int) -> int:
@@ -134,14 +154,24 @@ def panel_ld(m: int) -> int:
 def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> LuSetting:
     """Default setting for the largest m and n of a batch.
 
-    Up to 64 the fused design: the smallest NB that covers the matrix (a thread
-    per row: 8 threads for 8 x 8).  Beyond, blocked with the widest panel whose
-    shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).
-    First guesses, to be replaced by ``bench/solve.py`` measurements.  The thread
-    design (THREAD_SETTINGS, n <= 8) is never chosen here yet: it is unmeasured; it
-    becomes the default for tiny matrices only after ``bench/solve.py --sweep`` on a GPU.
+    Up to 8 the thread design where it is compiled (one thread per matrix in
+    registers), then up to 64 the fused design (the smallest NB that covers the
+    matrix); beyond, blocked with the widest panel whose shared memory fits (32
+    columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
+    (``bench/solve.py --sweep``, GESV with one right-hand side, 256 MB of operands):
+    the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
+    (float64) to 3.3x (float32) at 8 x 8.  From 9 to 16, for elements of at most 8
+    bytes (measured: float32 and float64), the rows design: 506 us against 652 us
+    (float64) and 647 against 967 us (float32) at 16 x 16.  At 32 x 32 rows and fused
+    are even (its pivot rows travel by shuffles: two per double, n^2 / 2 per matrix).
     """
     size = max(m, n)
+    for s in THREAD_SETTINGS:
+        if s.fits(m, n, itemsize, smem_limit):
+            return s
+    rows16 = ROWS_SETTINGS[1]
+    if size <= rows16.nb and itemsize <= 8:
+        return rows16
     for s in FUSED_SETTINGS:
         if size <= s.nb and s.fits(m, n, itemsize, smem_limit):
             return s
@@ -180,6 +210,13 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
         smem = setting.stage_bytes(itemsize)
         grid = max(1, min(-(-count // setting.threads), 2**31 - 1))
         return LuPlan(grid, setting.threads, smem if smem <= smem_limit else 0, setting.threads, 0)
+    if setting.rows:
+        if not setting.compiled_for(itemsize):
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "
+                             f"{setting.nb} of them passes the register budget of {LU_ROWS_REG_BYTES} bytes); "
+                             f"use a smaller rows setting or a fused one")
+        groups = ROWS_BLOCK // setting.threads
+        return LuPlan(max(1, min(-(-count // groups), 2**31 - 1)), ROWS_BLOCK, 0, groups, 0)
     if setting.fused:
         per_group = setting.group_bytes(itemsize)
         if per_group > smem_limit:

@@ -43,6 +43,12 @@ class TrsvSetting:
     def max_groups_per_block(self) -> int:
         return 1 if self.group_threads > 32 else BLOCK_SUBWARP // self.group_threads
 
+    def single_tile(self, n_max: int) -> bool:
+        """Does a launch with matrices up to n_max take the single-tile kernel
+        (trsv_tile_kernel<..., W = group_threads>: the tile in registers, no shared
+        memory)?  A group of at most 32 lanes, the blocked design, n_max <= the group."""
+        return self.group_threads <= 32 and not self.window and n_max <= self.group_threads
+
     def xlen(self, n_max: int) -> int:
         """Unknowns a group keeps in shared memory."""
         return self.window if self.window else n_max
@@ -72,23 +78,30 @@ TRSV_SETTINGS = (
 
 
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132) -> TrsvSetting:
-    """Default setting for the largest n of a batch.
+    """Default setting for the largest n of a batch, from ``bench/trsv.py --sweep`` on
+    an H100 (every setting timed on DTRSV and STRSV, LN/LT/UN/UT, 256 MB of matrices,
+    bench/results/NVIDIA_H100_80GB_HBM3/trsv.json).
 
-    Up to 32 unknowns the solve is a single tile: the smallest power-of-two lane
-    group that covers it.  Up to 256, one warp (8 x 4 GEMV lanes: four
-    independent partial sums per thread).  Beyond, four warps, blocked while x
-    fits comfortably (MAGMA's blocked curve degrades past 512 as x's shared
-    memory cuts occupancy) and recursive after.  First guesses:
-    ``bench/trsv.py --sweep`` times every setting per size.
+    Up to 16 unknowns a single tile in registers (trsv_tile_kernel): the smallest
+    power-of-two lane group that covers it (double 8 x 8: 122 us against 202 us for 4
+    lanes).  17-32: four lanes, 4-wide tiles and GEMV updates (double: 107-145 us
+    against 139-169 us for the 32-lane tile: eight matrices per warp in flight).
+    33-64: eight lanes; 65-256: one warp as 8 x 4 GEMV lanes; 257-512: four warps,
+    blocked; beyond, eight warps, recursive with MAGMA's window of 256 (double 1024:
+    412-436 us against 501-612 us blocked).
     """
-    for s in TRSV_SETTINGS[:4]:
+    for s in TRSV_SETTINGS[:3]:
         if n <= s.group_threads:
             return s
+    if n <= 32:
+        return TrsvSetting(4, 1)
+    if n <= 64:
+        return TrsvSetting(8, 1)
     if n <= 256:
         return TrsvSetting(8, 4)
     if n <= 512:
         return TrsvSetting(32, 4)
-    return TrsvSetting(32, 4, window=256)
+    return TrsvSetting(32, 8, window=256)
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,9 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
     memory would pass 48 KiB, and a setting whose one group exceeds the device's
     limit is a ValueError (the blocked design with a very large n).
     """
+    if setting.single_tile(n_max):
+        groups = BLOCK_SUBWARP // setting.group_threads
+        return TrsvPlan(max(1, min(-(-items // groups), 2**31 - 1)), BLOCK_SUBWARP, 0, groups, 0)
     per_group = setting.group_bytes(n_max, itemsize)
     if per_group > smem_limit:
         raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "

@@ -11,6 +11,9 @@
 //     next 2^t, as the halving recursion would (left half solved, right half
 //     updated by one large GEMV).
 // The off-diagonal updates are bdf::gemv_n / bdf::gemv_t with the epilogue x_i -= r.
+// A matrix of at most 32 unknowns solved by a group of W >= n lanes takes
+// trsv_tile_kernel instead: the tile in registers (bdf::trsv_tile_regs), no shared
+// memory, no barrier, b read straight into each lane's unknown.
 #include "common.cuh"
 #include "gemv.cuh"
 #include "layouts.cuh"
@@ -144,5 +147,43 @@ trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, i
                                      work);
       }
     }
+  }
+}
+
+// Single-tile design: n <= W for every matrix of the launch, one group of W lanes per
+// work item (matrix b, right-hand side c); the same arguments as trsv_kernel (xlen is
+// not used).  Groups never wait on each other: the lane masks are the group's.
+template <class MatA, class Vec, int W>
+__global__ void __launch_bounds__(256)
+trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags, long long count,
+                 int nrhs, int /*xlen*/) {
+  using T = typename MatA::value_type;
+  const int groups = blockDim.x / W;
+  const bdf::ThreadGroup<W> g(threadIdx.x % W);
+  const bool lower = flags & TRSV_LOWER, unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
+  const int op = (flags >> 4) & 3;
+  const bool forward = bdf::trsv_forward(lower, op);
+  const long long items = count * nrhs;
+  for (long long item = (long long)blockIdx.x * groups + threadIdx.x / W; item < items;
+       item += (long long)gridDim.x * groups) {
+    const long long b = nrhs == 1 ? item : item / nrhs;
+    const int c = int(item - b * nrhs);
+    const int n = A.rows(b);
+    const T* a = A.matrix(b);
+    const long long lda = A.ldim(b);
+    const T* bv = B.vector(b) + c * b_col;
+    T* xv = X.vector(b) + c * x_col;
+    const int row = forward ? g.rank : n - 1 - g.rank;
+    T yi = g.rank < n ? bv[row * B.inc] : T(0);
+    if (check) {
+      const int zero = unit ? 0 : bdf::first_zero_diagonal(g, n, a, lda, nullptr);
+      if (c == 0 && g.rank == 0) info[b] = zero;
+      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
+        if (g.rank < n) xv[row * X.inc] = yi;
+        continue;  // uniform over the group
+      }
+    }
+    bdf::trsv_tile_regs<T, W>(g.rank, n, a, lda, op, forward, unit, yi);
+    if (g.rank < n) xv[row * X.inc] = yi;
   }
 }

@@ -33,8 +33,18 @@ def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
             f"{setting.template_args()}>")
 
 
+def tile_kernel_name(layout: str, dtype, lanes: int) -> str:
+    """The single-tile kernel (TrsvSetting.single_tile) for groups of ``lanes``."""
+    mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    return f"trsv_tile_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, {lanes}>"
+
+
+TILE_LANES = sorted({s.group_threads for s in TRSV_SETTINGS if s.single_tile(s.group_threads)})
+
 build.register(SOURCE, [kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
-                        for dt in ar.SUPPORTED_DTYPES for s in TRSV_SETTINGS])
+                        for dt in ar.SUPPORTED_DTYPES for s in TRSV_SETTINGS]
+               + [tile_kernel_name(layout, dt, w) for layout in ln.LAYOUT_ACCESSORS
+                  for dt in ar.SUPPORTED_DTYPES for w in TILE_LANES])
 
 
 def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
@@ -234,7 +244,9 @@ def _solve_numpy(A, X, lower, op, unit, check):
 
 def _launch(layout, dtype, setting, n_max, count, nrhs, args):
     plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, sv.smem_limit())
-    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
+    name = tile_kernel_name(layout, dtype, setting.group_threads) if setting.single_tile(n_max) else \
+        kernel_name(layout, dtype, setting)
+    kernel = build.get_kernel(SOURCE, name)
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
     kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)),

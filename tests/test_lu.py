@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from batched.factorizations import lu as lu_module
 from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
                                        solve)
-from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, THREAD_SETTINGS,
-                                                LuSetting, choose_lu_setting, plan_lu)
+from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, ROWS_SETTINGS,
+                                                THREAD_SETTINGS, LuSetting, choose_lu_setting, plan_lu)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
@@ -479,7 +479,7 @@ def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
 
 
 @pytest.mark.parametrize("setting", [None, FUSED_SETTINGS[1], FUSED_SETTINGS[3], BLOCKED_SETTINGS[0],
-                                     THREAD_SETTINGS[1]], ids=str)
+                                     THREAD_SETTINGS[1], ROWS_SETTINGS[0]], ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
 def test_many_small_systems(xp, setting, dtype):
     """70,000 8x8 systems on the GPU (more than 65,535 blocks); 500 on the CPU."""
@@ -720,20 +720,23 @@ def _close_solutions(got, ref, A, dtype):
         assert err <= 1e2 * _eps(dtype) * max(cond[b], 1.0) * scale, (b, err, cond[b], scale)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_thread_design_matches_fused(xp, setting, dtype):
-    """Every m, n <= NB in every memory layout (packed C and F batches take the staged
-    path, the others direct accesses; 300 matrices: a partial last block): the same info
-    and pivots as the fused design of the same NB, the same factors and X up to rounding,
-    X = B for a singular matrix; one and three right-hand sides; overwrite flags."""
+def test_register_designs_match_fused(xp, setting, dtype):
+    """Thread and rows designs: every m, n <= NB (NB <= 8; a spread of sizes above) in
+    every memory layout (thread: packed C and F batches take the staged path, the others
+    direct accesses; 300 matrices: a partial last block and, for rows, a partial last
+    warp): the same info and pivots as the fused design of the same NB, the same factors
+    and X up to rounding, X = B for a singular matrix; one and three right-hand sides;
+    overwrite flags."""
     gpu_only_setting(xp, setting)
     if not_compiled(setting, dtype):
         pytest.skip("thread setting not compiled for this dtype")
     fused = next(s for s in FUSED_SETTINGS if s.nb == setting.nb)
     rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
     count = 300
-    for n in range(1, setting.nb + 1):
+    nb = setting.nb
+    for n in range(1, nb + 1) if nb <= 8 else sorted({1, 2, 3, 5, 8, 9, nb // 2 + 1, nb - 1, nb}):
         for m in sorted({n, max(1, n - 2), min(setting.nb, n + 1)}):
             A = lu_matrix(rng, (count,), m, n, dtype, "rand")
             A[7, :, min(m, n) - 1] = 0      # info = min(m, n)
@@ -781,9 +784,9 @@ def test_thread_design_matches_fused(xp, setting, dtype):
             np.testing.assert_array_equal(to_np(X_w), to_np(X_ref))
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_thread_design_lists(xp, setting, dtype):
+def test_register_designs_lists(xp, setting, dtype):
     """Pointer (equal sizes) and variable-size lists up to NB, C and F members, more
     members than a block: the same pivots, info and X (up to rounding) as fused."""
     gpu_only_setting(xp, setting)
@@ -821,19 +824,20 @@ def test_chooser_picks_registered_settings():
         for itemsize in (4, 8, 16):
             s = choose_lu_setting(n, n, itemsize)
             assert s in LU_SETTINGS
-            assert s.fused == (n <= 64), (n, s)
-            if s.fused:
+            # measured: one thread per matrix up to 8 (4 for complex128), fused up to 64
+            assert s.thread == (n <= (4 if itemsize == 16 else 8)), (n, itemsize, s)
+            assert s.rows == (not s.thread and n <= 16 and itemsize <= 8), (n, itemsize, s)
+            assert s.fused == (not s.thread and not s.rows and n <= 64), (n, s)
+            if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
             for layout in ("uniform", "pointer", "variable"):
-                for dt in DTYPES:
-                    assert kernel_name("fused" if s.fused else "blocked", layout, dt, s) in names
+                assert kernel_name(s.design, layout, DTYPES[0], s) in names
     for layout in ("uniform", "pointer", "variable"):
         for dt in DTYPES:
             assert kernel_name("laswp", layout, dt) in names
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
     assert len(names) == 3 * (compiled + 4)   # three layouts; laswp for each dtype
-    for s in THREAD_SETTINGS:   # the thread design is unmeasured: never the default
-        assert all(choose_lu_setting(n, n, itemsize) != s for n in range(9) for itemsize in (4, 8, 16))
+    assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
     with pytest.raises(ValueError, match="no LU setting fits"):
         choose_lu_setting(100_000, 100_000, 16)
@@ -850,7 +854,7 @@ def test_plan_fits_shared_memory(setting):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
             if not setting.compiled_for(itemsize):
-                assert setting.thread and not setting.fits(n, n, itemsize, limit)
+                assert (setting.thread or setting.rows) and not setting.fits(n, n, itemsize, limit)
                 with pytest.raises(ValueError, match="not compiled for"):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
@@ -864,6 +868,9 @@ def test_plan_fits_shared_memory(setting):
             if setting.thread:   # a thread per matrix, the block's matrices staged in shared memory
                 assert plan.block == setting.threads == plan.groups and plan.lds == 0
                 assert plan.grid == -(-70_000 // setting.threads) and plan.smem == setting.stage_bytes(itemsize)
+            elif setting.rows:   # 32 / L matrices per warp, no shared memory
+                assert plan.block == 128 and plan.groups == 128 // setting.threads and plan.smem == 0
+                assert plan.grid == -(-70_000 // plan.groups)
             elif setting.fused:
                 assert plan.smem == plan.groups * setting.group_bytes(itemsize)
                 assert plan.groups * plan.grid >= 70_000 and plan.smem <= max(48 * 1024, setting.group_bytes(itemsize))
@@ -901,3 +908,27 @@ def test_thread_settings_plan_and_registration():
     assert plan_lu(s, 8, 8, 8, 1000, 48 * 1024).smem == 0        # no room to stage: direct accesses
     assert plan_lu(s, 0, 0, 4, 0, limit).grid == 1
     assert s.fits(8, 5, 8, limit) and not s.fits(9, 1, 4, limit) and not s.fits(2, 2, 16, limit)
+
+
+def test_rows_settings_plan_and_registration():
+    """A group of L lanes per matrix: registered for every dtype whose row of NB fits
+    the register budget (all but complex128 at NB = 32); 32 / L matrices per warp."""
+    from batched.device_functions import registered
+
+    names = {p.name: s for p, s in registered().items()}[SOURCE.name]
+    for s in ROWS_SETTINGS:
+        assert s.rows and s.solves_in_launch and not (s.fused or s.blocked or s.thread)
+        assert str(s) == f"lu_rows{s.nb}x{s.threads}" and s.nb <= s.threads <= 32
+        for dt in DTYPES:
+            itemsize = np.dtype(dt).itemsize
+            assert s.compiled_for(itemsize) == (s.nb * itemsize <= 256)
+            for layout in ("uniform", "pointer", "variable"):
+                name = kernel_name("rows", layout, dt, s)
+                assert name.startswith("getrf_rows_kernel<")
+                assert (name in names) == s.compiled_for(itemsize), name
+    assert [s.compiled_for(16) for s in ROWS_SETTINGS] == [True, True, False]
+    limit = 227 * 1024
+    with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
+        plan_lu(ROWS_SETTINGS[2], 20, 20, 16, 10, limit)
+    plan = plan_lu(ROWS_SETTINGS[1], 16, 16, 8, 2**36, limit)
+    assert plan.block == 128 and plan.groups == 8 and plan.grid == 2**31 - 1

@@ -403,14 +403,19 @@ def test_chooser_picks_registered_settings_and_designs():
     for n in (*TRSV_EDGES, *GPU_EDGES, 1024, 5000, 100_000):
         s = choose_trsv_setting(n, 1000, 132)
         assert s in TRSV_SETTINGS
-        assert n <= 32 or s.tile == 32
         assert s.recursive == (n > 512), (n, s)
-        if n <= 32:
-            assert n <= s.group_threads <= max(4, 2 * n)
+        if n <= 16:   # one register tile: the smallest group that covers n
+            assert s.single_tile(n) and n <= s.group_threads <= max(4, 2 * n)
+        else:         # measured: 4 lanes to 32, 8 to 64, a warp to 256, then four and eight warps
+            expect = (4 if n <= 32 else 8 if n <= 64 else 32 if n <= 256 else 128 if n <= 512 else 256)
+            assert s.group_threads == expect and not s.single_tile(n), (n, s)
         for layout in ("uniform", "pointer", "variable"):
             for dt in bt.SUPPORTED_DTYPES:
                 assert trsv_module.kernel_name(layout, dt, s) in names
-    assert len(names) == 3 * 4 * len(TRSV_SETTINGS)
+                if s.single_tile(n):
+                    assert trsv_module.tile_kernel_name(layout, dt, s.group_threads) in names
+    assert len(names) == 3 * 4 * (len(TRSV_SETTINGS) + len(trsv_module.TILE_LANES))
+    assert trsv_module.TILE_LANES == [4, 8, 16, 32]
 
 
 @pytest.mark.parametrize("setting", TRSV_SETTINGS, ids=str)
@@ -420,6 +425,10 @@ def test_plan_fits_shared_memory(setting):
         for itemsize in (4, 16):
             plan = plan_trsv(setting, n, itemsize, 70_000, limit)
             assert plan.block % setting.group_threads == 0 and plan.block <= 1024
+            if setting.single_tile(n):   # registers only: groups of <= 32 lanes, 256 threads a block
+                assert (plan.block, plan.smem, plan.xlen) == (256, 0, 0)
+                assert plan.groups == 256 // setting.group_threads and plan.grid == -(-70_000 // plan.groups)
+                continue
             assert plan.groups * setting.group_bytes(n, itemsize) == plan.smem <= limit
             assert plan.grid >= 1 and plan.grid * plan.groups >= min(70_000, plan.grid * plan.groups)
             assert plan.xlen == (setting.window or n)

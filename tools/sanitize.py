@@ -133,8 +133,18 @@ def section_trsv():
             for lower, trans in ((True, "N"), (False, "T")):
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
+        # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
+        T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
+        T[1, 5, 5] = 0
+        for s in bt.TRSV_SETTINGS:
+            if s.single_tile(20):
+                bt.solve_triangular(T, rand((3, 20, 2), dtype), lower=False, trans="C", check=False, setting=s)
+                checks += 1
+        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 33, 33)]
+        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False)
         mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 70, 33)]
         bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False)
+        checks += 1
         bt.trsv(bt.PointerBatch([rand((40, 40), dtype) + 80 * cp.eye(40, dtype=dtype) for _ in range(33)]),
                 rand((33, 40), dtype))
         checks += 2
@@ -212,9 +222,9 @@ def section_lu():
     # getrf / gesv / solve / inv: n around the fused tiles (4 ... 64) and the blocked
     # panels; rectangular getrf; batch 1 and 65,537; an exactly singular matrix (zero
     # pivot: no division, X = B); every setting forced where it fits; lists.  The thread
-    # settings (n <= 8) on their own sizes: staged (packed C and F batches, one
-    # right-hand side) and direct (sliced rows, two right-hand sides) accesses, a partial
-    # last block, variable-size lists.
+    # and rows settings (registers) on their own sizes: staged (thread: packed C and F
+    # batches, one right-hand side) and direct (sliced rows, two right-hand sides)
+    # accesses, a partial last block or warp, variable-size lists (mixed sizes in a warp).
     global checks
     dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
@@ -230,14 +240,14 @@ def section_lu():
         A = rand((3, 70, 70), dtype)
         A[1, :, 40] = 0
         for s in bt.LU_SETTINGS:
-            if s.thread:
+            if s.thread or s.rows:
                 continue
             n = min(s.nb, 70) if s.fused else 70
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
         for s in bt.LU_SETTINGS:
-            if not s.thread or not s.compiled_for(np.dtype(dtype).itemsize):
+            if not (s.thread or s.rows) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
             for n in (1, s.nb - 1, s.nb):
                 for batch in (1, 3) if race else (1, 130, 65537):
