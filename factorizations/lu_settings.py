@@ -18,8 +18,8 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
 - ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB <= L, a group of L = threads
   lanes per matrix, lane i holding row i in registers (32 / L matrices per warp, blocks
   of ROWS_BLOCK threads); no shared memory and no barrier: the pivot search and the pivot
-  row travel by shuffles.  GESV solves in the same launch, as fused.  Instantiated where
-  a row fits LU_ROWS_REG_BYTES: every dtype but complex128 with NB = 32.
+  row travel by shuffles.  GESV solves in the same launch, as fused.  NB = 8 and 16
+  (a row within LU_ROWS_REG_BYTES for every dtype).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
 LU_THREAD_REG_BYTES = 512
 # The rows design's register array of one row (NB elements) holds at most 32 doubles' worth
-# (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; every
-# other rows instantiation has at most 192 registers and 24 bytes of spill).
+# (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; NB = 8
+# and 16 take at most 192 registers and 24 bytes of spill for every dtype).
 LU_ROWS_REG_BYTES = 256
 
 
@@ -141,7 +141,9 @@ FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting(
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
 THREAD_SETTINGS = (LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
-ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32))
+# No rows32x32: measured on the H100 it ties with fused32x32 for GESV (912 vs 908 us,
+# float64) and loses for GETRF (1162 vs 840 us): n^2 / 2 pivot-row shuffles per matrix.
+ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16))
 LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS
 
 

@@ -174,7 +174,9 @@ def test_trsv_and_vector_registries_hold_every_setting_dtype_and_layout():
     from batched.factorizations import trsv as trsv_module
 
     reg = {path.name: names for path, names in registered().items()}
-    assert reg["trsv.cu"] == {trsv_module.kernel_name(layout, dt, s) for layout in LAYOUTS
-                              for dt in batched.SUPPORTED_DTYPES for s in batched.TRSV_SETTINGS}
+    assert reg["trsv.cu"] == ({trsv_module.kernel_name(layout, dt, s) for layout in LAYOUTS
+                               for dt in batched.SUPPORTED_DTYPES for s in batched.TRSV_SETTINGS}
+                              | {trsv_module.tile_kernel_name(layout, dt, w) for layout in LAYOUTS
+                                 for dt in batched.SUPPORTED_DTYPES for w in trsv_module.TILE_LANES})
     assert reg["vector.cu"] == {name for dt in batched.SUPPORTED_DTYPES for s in batched.VECTOR_SETTINGS
                                 for name in vector_module._names(dt, s)}
