@@ -313,7 +313,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, int
                                           int& my_piv) {
   using R = typename real_of<T>::type;
   constexpr unsigned ALL = 0xffffffffu;
-  const unsigned gmask = L == 32 ? ALL : ((1u << L) - 1u) << ((threadIdx.x & 31u) & ~unsigned(L - 1));
+  const unsigned gmask = ThreadGroup<L>(lane).lanes();
   const int kmin = m < n ? m : n;
   const bool valid = lane < m;
   int info = 0;
@@ -371,7 +371,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, int
 template <int NB, int L, typename T>
 __device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[NB], int pos, T& x) {
   constexpr unsigned ALL = 0xffffffffu;
-  const unsigned gmask = L == 32 ? ALL : ((1u << L) - 1u) << ((threadIdx.x & 31u) & ~unsigned(L - 1));
+  const unsigned gmask = ThreadGroup<L>(lane).lanes();
   const bool valid = lane < n;
 #pragma unroll
   for (int k = 0; k < NB; ++k) {  // unit lower, forward

@@ -48,7 +48,7 @@ template <typename T, int W>
 __device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, long long lda, int op, bool forward,
                                                bool unit, T& yi) {
   static_assert(W >= 1 && W <= 32 && (W & (W - 1)) == 0, "a tile is solved by a power-of-two lane group");
-  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31u) & ~unsigned(W - 1));
+  const unsigned mask = ThreadGroup<W>(lane).lanes();
   const int row = forward ? lane : nb - 1 - lane;  // the row of op(A) this lane owns
   const bool mine = lane < nb;
   // op(A)(row, col) = conj?(rowp[col * cs]); the s-th unknown's column is s (forward) or
@@ -84,7 +84,7 @@ __device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, lon
 //           a barrier of their own before reading y.
 template <typename T, int W>
 __device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, bool forward, bool unit, T* y) {
-  const unsigned mask = W == 32 ? 0xffffffffu : ((1u << W) - 1u) << ((threadIdx.x & 31u) & ~unsigned(W - 1));
+  const unsigned mask = ThreadGroup<W>(lane).lanes();
   const int row = forward ? lane : nb - 1 - lane;
   __syncwarp(mask);
   T yi = lane < nb ? y[row] : T(0);

@@ -72,6 +72,25 @@ __device__ __forceinline__ void trsv_rows(bool forward, int n, int p0, int p1, i
   len = p1 - p0;
 }
 
+// Work item = (matrix b, right-hand side c) of a launch: its matrix and its columns of B
+// and X.  Both kernels below take items the same way.
+template <class MatA, class Vec> struct TrsvItem {
+  using T = typename MatA::value_type;
+  long long b;
+  int c, n;
+  const T* a;
+  long long lda;
+  const T* bv;
+  T* xv;
+};
+template <class MatA, class Vec>
+__device__ __forceinline__ TrsvItem<MatA, Vec> trsv_item(const MatA& A, const Vec& B, long long b_col, const Vec& X,
+                                                         long long x_col, long long item, int nrhs) {
+  const long long b = nrhs == 1 ? item : item / nrhs;
+  const int c = int(item - b * nrhs);
+  return {b, c, A.rows(b), A.matrix(b), A.ldim(b), B.vector(b) + c * b_col, X.vector(b) + c * x_col};
+}
+
 // Work item = (matrix b, right-hand side c).  xlen: the unknowns a group's shared
 // memory holds (the largest n for the blocked design, WINDOW for the recursive one).
 template <class MatA, class Vec, int DIM_X, int DIM_Y, int WINDOW>
@@ -97,13 +116,7 @@ trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, i
   const long long items = count * nrhs;
   for (long long item = (long long)blockIdx.x * groups + group; item < items;
        item += (long long)gridDim.x * groups) {
-    const long long b = nrhs == 1 ? item : item / nrhs;
-    const int c = int(item - b * nrhs);
-    const int n = A.rows(b);
-    const T* a = A.matrix(b);
-    const long long lda = A.ldim(b);
-    const T* bv = B.vector(b) + c * b_col;
-    T* xv = X.vector(b) + c * x_col;
+    const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
     if (check) {
       const int zero = unit ? 0 : bdf::first_zero_diagonal(g, n, a, lda, flag);
       if (c == 0 && g.rank == 0) info[b] = zero;
@@ -166,13 +179,7 @@ trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* in
   const long long items = count * nrhs;
   for (long long item = (long long)blockIdx.x * groups + threadIdx.x / W; item < items;
        item += (long long)gridDim.x * groups) {
-    const long long b = nrhs == 1 ? item : item / nrhs;
-    const int c = int(item - b * nrhs);
-    const int n = A.rows(b);
-    const T* a = A.matrix(b);
-    const long long lda = A.ldim(b);
-    const T* bv = B.vector(b) + c * b_col;
-    T* xv = X.vector(b) + c * x_col;
+    const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
     const int row = forward ? g.rank : n - 1 - g.rank;
     T yi = g.rank < n ? bv[row * B.inc] : T(0);
     if (check) {
