@@ -24,10 +24,11 @@ template <typename T> struct GemmStore {
 
 // Work item = (product b, tile ti, tile tj); op(A_b) is m x k, op(B_b) k x n,
 // out_b m x n (sizes from the accessors: A gives m and k, B gives n).
-// MMA: float64 products run on FP64 tensor cores (gemm_tile_mma, with the warps
-// of the group); other types, and MMA = false, run gemm_tile.
+// MMA = 4, 8 or 16: float64 products run on FP64 tensor cores (gemm_tile_mma
+// with the m16n8k<MMA> shape, on the warps of the group; only float64 is
+// registered with it).  MMA = 0 runs gemm_tile.
 template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K,
-          bool MMA>
+          int MMA>
 __global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y))
 gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
             typename MatA::value_type alpha, typename MatA::value_type beta, int flags,
@@ -35,10 +36,12 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
   using T = typename MatA::value_type;
   constexpr int G = DIM_X * DIM_Y;
   constexpr int GROUPS = gemm_block_threads(G) / G;
+  constexpr bool TENSOR = MMA != 0 && bdf::is_double<T>::value;
   constexpr int SA = bdf::gemm_smem_a<BLK_M, BLK_K>(), SB = bdf::gemm_smem_b<BLK_N, BLK_K>();
-  __shared__ __align__(16) unsigned char smem_bytes[GROUPS * (SA + SB) * sizeof(T)];
+  constexpr int PER_GROUP = TENSOR ? bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K>() : SA + SB;
+  __shared__ __align__(16) unsigned char smem_bytes[GROUPS * PER_GROUP * sizeof(T)];
   const int group = threadIdx.x / G;
-  T* sA = reinterpret_cast<T*>(smem_bytes) + group * (SA + SB);
+  T* sA = reinterpret_cast<T*>(smem_bytes) + group * PER_GROUP;
   T* sB = sA + SA;
 
   const bdf::ThreadGroup<G> g(threadIdx.x % G);
@@ -62,11 +65,11 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
       }
       continue;
     }
-    if constexpr (MMA && bdf::is_double<T>::value) {
+    if constexpr (TENSOR) {
       static_assert(G % 32 == 0, "tensor-core tiles need whole warps");
       constexpr int WM = bdf::mma_warps_m(G / 32), WN = G / 32 / WM;
-      bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K>(
-          g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);
+      bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA>(
+          g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, store);
     } else {
       bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(
           g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);

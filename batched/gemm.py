@@ -27,7 +27,7 @@ def kernel_name(layout: str, dtype, setting: GemmSetting) -> str:
 
 
 build.register(SOURCE, [kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
-                        for dt in ar.SUPPORTED_DTYPES for s in GEMM_SETTINGS])
+                        for s in GEMM_SETTINGS for dt in s.dtypes(ar.SUPPORTED_DTYPES)])
 
 
 def _roles(a_view_op, b_view_op, a, b, target_transposed):
@@ -137,7 +137,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
                 co = matrix_operand(cm, batch, xp, prefer)
             c = ln.pack("UniformMatrix", co.base, co.stride, co.ld, co.rows, co.cols)
         skip = alpha == 0 or k == 0
-        setting = setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count())
+        setting = (setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count(),
+                                                  dtype)).for_dtype(dtype)
         tm, tn = -(-t.rows // setting.blk_m), -(-t.cols // setting.blk_n)
         kernel = build.get_kernel(SOURCE, kernel_name("uniform", dtype, setting))
         grid, block = (ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,)
@@ -237,7 +238,8 @@ def _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting):
         skip = alpha == 0
         vr = max(r for r, _ in target.view_shapes)
         vc = max(cc for _, cc in target.view_shapes)
-        setting = setting or choose_gemm_setting(vr, vc, max(ks), count, multiprocessor_count())
+        setting = (setting or choose_gemm_setting(vr, vc, max(ks), count, multiprocessor_count(),
+                                                  dtype)).for_dtype(dtype)
         tm, tn = -(-vr // setting.blk_m), -(-vc // setting.blk_n)
         empty = (ln.pack("PointerMatrix", 0, 0, 1, 0, 0) if layout == "pointer"
                  else ln.pack("VariableMatrix", 0, 0, 0, 0))

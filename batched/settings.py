@@ -91,8 +91,10 @@ STAGE_BLOCK_BYTES = 48 * 1024
 class GemmSetting:
     """DIM_X x DIM_Y threads compute a BLK_M x BLK_N output tile in BLK_K steps.
 
-    ``mma``: float64 products run on FP64 tensor cores (mma.sync m8n8k4; the
-    group's warps split the tile); other dtypes run the same tile on CUDA cores.
+    ``mma`` = 4, 8 or 16: FP64 tensor cores (mma.sync m16n8k4, m16n8k8 or
+    m16n8k16; the group's warps split the tile, operands staged by cp.async
+    into two buffers).  Only float64 runs it: other dtypes run :meth:`for_dtype`'s CUDA-
+    core twin.  ``mma`` = 0: CUDA cores, every dtype.
     """
 
     dim_x: int
@@ -100,7 +102,7 @@ class GemmSetting:
     blk_m: int
     blk_n: int
     blk_k: int
-    mma: bool = False
+    mma: int = 0
 
     @property
     def group_threads(self) -> int:
@@ -118,16 +120,42 @@ class GemmSetting:
         return m <= self.blk_m and n <= self.blk_n
 
     def smem_bytes(self, itemsize: int) -> int:
-        per_group = self.blk_k * (self.blk_m + 1) + self.blk_k * (self.blk_n + 1)
+        if self.mma:  # gemm_mma_smem() in gemm.cuh: 2-4 buffers, rows padded by 4
+            per_group = self.mma_stages * self.mma_stage_elements
+        else:
+            per_group = self.blk_k * (self.blk_m + 1) + self.blk_k * (self.blk_n + 1)
         return self.groups_per_block * per_group * itemsize
 
+    @property
+    def mma_stage_elements(self) -> int:
+        """Doubles of one pipeline buffer (gemm_mma_operand() of both operands)."""
+        def operand(r):
+            return max(self.blk_k * (r + 4), r * (self.blk_k + 4))
+        return operand(self.blk_m) + operand(self.blk_n)
+
+    @property
+    def mma_stages(self) -> int:
+        """Buffers of the cp.async pipeline (gemm_mma_stages()): as many as 48 KiB holds, 2-4."""
+        return max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements)))
+
+    def dtypes(self, supported) -> tuple:
+        """The dtypes this setting is compiled for (tensor-core settings: float64)."""
+        return ("float64",) if self.mma else tuple(supported)
+
+    def for_dtype(self, dtype) -> "GemmSetting":
+        """The setting that runs for ``dtype``: itself, or for a tensor-core setting
+        and another dtype the CUDA-core setting of the nearest tile."""
+        if not self.mma or str(dtype) == "float64":
+            return self
+        simt = [s for s in GEMM_SETTINGS if not s.mma]
+        return next((s for s in simt if s.blk_m >= self.blk_m), simt[-1])
+
     def template_args(self) -> str:
-        mma = "true" if self.mma else "false"
-        return f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}, {mma}"
+        return f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}, {self.mma}"
 
     def __str__(self) -> str:
         return f"gemm{self.dim_x}x{self.dim_y}_{self.blk_m}x{self.blk_n}x{self.blk_k}" + (
-            "mma" if self.mma else "")
+            f"mma{self.mma}" if self.mma else "")
 
 
 # Every setting a launcher may pick; each is a registered instantiation, so CI
@@ -154,10 +182,15 @@ GEMM_SETTINGS = (
     GemmSetting(8, 4, 8, 8, 8),
     GemmSetting(16, 8, 16, 16, 16),
     GemmSetting(16, 16, 32, 32, 16),
-    GemmSetting(16, 16, 64, 64, 16),
-    # FP64 tensor cores (forced only until bench/gemm.py --sweep has measured them).
-    GemmSetting(16, 8, 32, 32, 16, mma=True),
-    GemmSetting(16, 16, 64, 64, 16, mma=True),
+    GemmSetting(8, 8, 32, 32, 16),      # 16 outputs a thread: half a shared load per FMA
+    GemmSetting(16, 16, 64, 64, 16),    # the largest CUDA-core tile stays last (for_dtype)
+    # FP64 tensor cores (float64 only), mma.sync m16n8kK with K = mma; 4 or 8
+    # warps, 2 x W/2 over the tile.
+    # Measured on an H100 against 64x64x8 (4 pipeline buffers), 8 warps, 128x64
+    # and 128x128 tiles, and the m16n8k4 / m16n8k16 shapes: 64x64x16 with
+    # m16n8k8 on 4 warps was fastest (or within 1 %) from 64 to 512.
+    GemmSetting(32, 4, 32, 32, 16, mma=8),
+    GemmSetting(32, 4, 64, 64, 16, mma=8),
 )
 
 
@@ -240,14 +273,18 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
 
 
 def choose_gemm_setting(m: int, n: int, k: int, count: int,
-                        multiprocessors: int = 132) -> GemmSetting:
-    """Smallest tile that covers the output (big-tile) up to 32, classic beyond."""
+                        multiprocessors: int = 132, dtype="float64") -> GemmSetting:
+    """Smallest CUDA-core tile that covers the output (big-tile) up to 16 (32
+    for dtypes other than float64), classic beyond; float64 beyond 16 on FP64
+    tensor cores."""
     size = max(m, n)
-    simt = [s for s in GEMM_SETTINGS if not s.mma]
-    for s in simt[:-1]:
+    if str(dtype) == "float64" and size > 16:
+        return GemmSetting(32, 4, 32, 32, 16, mma=8) if size <= 32 else GemmSetting(32, 4, 64, 64, 16, mma=8)
+    for s in (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
+              GemmSetting(16, 16, 32, 32, 16)):
         if size <= s.blk_m:
             return s
-    return simt[-1]
+    return GemmSetting(16, 16, 64, 64, 16)
 
 
 def multiprocessor_count() -> int:

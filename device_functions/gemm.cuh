@@ -14,6 +14,7 @@
 // Failure:  none; NaN/Inf propagate as in BLAS.
 #pragma once
 #include "common.cuh"
+#include "stage.cuh"
 
 namespace bdf {
 
@@ -88,72 +89,236 @@ __device__ void gemm_tile(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int k, int
     }
 }
 
+// ---------------------------------------------------------------------------
+// gemm_tile_mma: gemm_tile for T = double on FP64 tensor cores (sm_90:
+// mma.sync m16n8kK, K = 4, 8 or 16).
+//
+// Why a second tile function: gemm_tile is bound by shared-memory loads (one
+// per FMA) and waits for each step's loads before computing.  Here the warps
+// of the group each own a (BLK_M / WARPS_M) x (BLK_N / WARPS_N) block of the
+// output in 16x8 mma tiles (0.5 bytes of shared memory per FMA for a 32x32
+// warp block), and the operand tiles are staged by cp.async into 2 to 4
+// buffers (gemm_mma_stages), so later steps load while step kk computes.
+// Measured on an H100 (bench/gemm.py --sweep, n = 256 and 512): m16n8k4 takes
+// 0.7x the time of m8n8k4 for the same tile, and m16n8k8 a further 0.95x;
+// issued instructions, not FMAs, bound these sizes, so the fragment offsets
+// are compile-time constants (one copy of the tile per operand orientation)
+// and the staging uses 16-byte copies without bound checks where it can
+// (ncu: 594 -> 322 M instructions at n = 512; cuBLAS 248 M).
+//
+// Shared layout: each operand tile is stored in its global orientation, so
+// the staging writes and the fragment reads are both free of bank conflicts:
+// op(X) not transposed (X's columns are contiguous): s[c * (R + 4) + r];
+// transposed: s[r * (BLK_K + 4) + c], for row r < R of op(A) (or column of
+// op(B)) and c < BLK_K along k.  A row stride of 4 mod 16 doubles spreads the
+// 8 x 4 fragment over the 16 eight-byte banks of a half warp.
+// Fragments (PTX ISA), with g = lane / 4, t = lane % 4 and q < K / 4:
+//   a[2q] = A(g, t + 4q), a[2q + 1] = A(g + 8, t + 4q);  b[q] = B(t + 4q, g);
+//   c[h] = C(g, 2t + h), c[2 + h] = C(g + 8, 2t + h).
+// (Any k-order consistent between a and b gives the same sum; the row and
+// column positions are what the layout fixes.)
+//
+// Threads:  a ThreadGroup<32 * WARPS_M * WARPS_N> (whole warps).
+// Shared:   caller passes s with gemm_mma_smem<BLK_M, BLK_N, BLK_K>() doubles,
+//           16-byte aligned (one group's worth); contents undefined on exit.
+// Sync:     one barrier on entry, one per BLK_K step (two with 2 buffers);
+//           ends after a barrier.
+// Memory, Failure: as gemm_tile (out-of-range elements are zero-filled by the
+//           copy itself, never read).
+template <int R, int BLK_K> __host__ __device__ constexpr int gemm_mma_operand() {
+  return BLK_K * (R + 4) > R * (BLK_K + 4) ? BLK_K * (R + 4) : R * (BLK_K + 4);
+}
+// Buffers of the cp.async pipeline: as many as 48 KiB holds, 2 to 4.
+template <int BLK_M, int BLK_N, int BLK_K> __host__ __device__ constexpr int gemm_mma_stages() {
+  constexpr int stage = (gemm_mma_operand<BLK_M, BLK_K>() + gemm_mma_operand<BLK_N, BLK_K>()) * 8;
+  return 48 * 1024 / stage >= 4 ? 4 : 48 * 1024 / stage >= 3 ? 3 : 2;
+}
+template <int BLK_M, int BLK_N, int BLK_K> __host__ __device__ constexpr int gemm_mma_smem() {
+  return gemm_mma_stages<BLK_M, BLK_N, BLK_K>() *
+         (gemm_mma_operand<BLK_M, BLK_K>() + gemm_mma_operand<BLK_N, BLK_K>());
+}
+
 // The warp grid of gemm_tile_mma for a group of W warps: 2 x W/2 (1 x 1 for one warp).
 __host__ __device__ constexpr int mma_warps_m(int warps) { return warps >= 2 ? 2 : 1; }
 
 template <class T> struct is_double { static constexpr bool value = false; };
 template <> struct is_double<double> { static constexpr bool value = true; };
 
-// gemm_tile_mma: gemm_tile for T = double on FP64 tensor cores (sm_80+:
-// mma.sync m8n8k4).  The output tile is a grid of 8x8 mma tiles; the group's
-// W = G / 32 warps form a WARPS_M x WARPS_N grid over it, each warp owning
-// (BLK_M / 8 / WARPS_M) x (BLK_N / 8 / WARPS_N) mma tiles in registers.  The
-// operand tiles are staged exactly as gemm_tile stages them, so the two
-// differ only in the inner product.
-// Fragments of mma.m8n8k4.f64 (PTX ISA), with g = lane / 4, t = lane % 4:
-//   A (8x4): a = A(g, t);  B (4x8): b = B(t, g);  C (8x8): c[h] = C(g, 2t + h).
-// Threads:  a ThreadGroup<G>, G a multiple of 32 (whole warps).
-// Shared, Sync, Memory, Failure: as gemm_tile.
-template <int WARPS_M, int WARPS_N, int BLK_M, int BLK_N, int BLK_K, class Store>
+// Issue the copies of op(X)(r0 + r, c0 + c), r < R, c < BLK_K, into s in the
+// layout above; op(X) is rows x cols, column-major X with leading dimension ldx.
+// A "line" is a run of the tile contiguous in X (a column of op(X) when not
+// TRANS, a row when TRANS) and in s.  Consecutive threads take consecutive
+// VEC-element pieces of a line; each thread then steps over lines, so its
+// source advances by a constant.  VEC = 2 (16-byte copies) needs X 16-byte
+// aligned and ldx even.  full: the whole tile lies inside op(X), so no copy
+// needs a bound check.
+template <int R, int BLK_K, int G, bool TRANS, int VEC>
+__device__ __forceinline__ void gemm_mma_stage(int rank, const double* __restrict__ X, long long ldx,
+                                               int r0, int c0, int rows, int cols, bool full, double* s) {
+  constexpr int LINE = TRANS ? BLK_K : R, LINES = TRANS ? R : BLK_K, PITCH = LINE + 4;
+  constexpr int PER_LINE = LINE / VEC, STEP = G / PER_LINE, COPIES = LINES / STEP;
+  static_assert(LINE % VEC == 0 && G % PER_LINE == 0 && LINES % STEP == 0, "the group covers whole lines");
+  const int u = rank % PER_LINE * VEC, v = rank / PER_LINE;       // position in the line, first line
+  const int u0 = TRANS ? c0 : r0, v0 = TRANS ? r0 : c0;           // tile origin along / across lines
+  const int u_end = TRANS ? cols : rows, v_end = TRANS ? rows : cols;
+  const double* src = X + (u0 + u) + (long long)(v0 + v) * ldx;
+  double* dst = s + v * PITCH + u;
+  if (full) {
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) copy_async_zfill<8 * VEC>(dst + i * STEP * PITCH, src + i * STEP * ldx, 8 * VEC);
+  } else {
+    const int inside = u_end - (u0 + u);  // elements of this piece inside the line
+    const int bytes = inside <= 0 ? 0 : inside >= VEC ? 8 * VEC : 8 * inside;
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i)
+      copy_async_zfill<8 * VEC>(dst + i * STEP * PITCH, src + i * STEP * ldx,
+                                v0 + v + i * STEP < v_end ? bytes : 0);
+  }
+}
+
+// acc += a b on one 16x8 tile: the mma.sync of depth K.
+template <int K> __device__ __forceinline__ void mma_16x8(double (&c)[4], const double (&a)[K / 2],
+                                                         const double (&b)[K / 4]) {
+  if constexpr (K == 4) {
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(b[0]));
+  } else if constexpr (K == 8) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+  } else {
+    static_assert(K == 16, "m16n8k4, m16n8k8 or m16n8k16");
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};\n"
+                 : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+                   "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+  }
+}
+
+// The tile for one orientation of the staged operands (TA: op(A) transposed;
+// TB: op(B) not transposed, as op(B)^T is staged): every shared-memory offset
+// of a fragment is then a constant, so the loads carry it as an immediate
+// (with runtime strides, ptxas spent an integer multiply-add per load and the
+// kernel issued 2.4x cuBLAS's instructions for the same products).
+template <int WARPS_M, int WARPS_N, int BLK_M, int BLK_N, int BLK_K, int SHAPE_K, bool TA, bool TB, class Store>
+__device__ __forceinline__ void gemm_tile_mma_oriented(
+    ThreadGroup<32 * WARPS_M * WARPS_N> g, int m, int n, int k, int i0, int j0,
+    const double* __restrict__ A, long long lda, const double* __restrict__ B, long long ldb,
+    double* s, Store store) {
+  constexpr int G = 32 * WARPS_M * WARPS_N;
+  constexpr int TM = BLK_M / 16 / WARPS_M, TN = BLK_N / 8 / WARPS_N;  // 16x8 tiles per warp
+  static_assert(BLK_M % (16 * WARPS_M) == 0 && BLK_N % (8 * WARPS_N) == 0 && BLK_K % SHAPE_K == 0,
+                "the tile must split into 16 x 8 x SHAPE_K mma steps over the warps");
+  constexpr int SA = gemm_mma_operand<BLK_M, BLK_K>(), SB = gemm_mma_operand<BLK_N, BLK_K>();
+  // Element (r, c) of a staged tile lies at r * RS + c * CS.
+  constexpr int A_RS = TA ? BLK_K + 4 : 1, A_CS = TA ? 1 : BLK_M + 4;
+  constexpr int B_RS = TB ? BLK_K + 4 : 1, B_CS = TB ? 1 : BLK_N + 4;
+  const int lane = g.rank % 32, warp = g.rank / 32;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int gq = lane / 4, tq = lane % 4;
+  const int a_frag = (wm * TM * 16 + gq) * A_RS + tq * A_CS;
+  const int b_frag = (wn * TN * 8 + gq) * B_RS + tq * B_CS;
+
+  double acc[TM][TN][4];
+#pragma unroll
+  for (int x = 0; x < TM; ++x)
+#pragma unroll
+    for (int y = 0; y < TN; ++y)
+#pragma unroll
+      for (int h = 0; h < 4; ++h) acc[x][y][h] = 0.0;
+
+  // Pipeline of S buffers.  S = 2: step + 1 is issued before waiting for
+  // step, so a second barrier must follow the products.  S >= 3: after the
+  // barrier of step, the buffer of step - 1 is free for step + S - 1, so one
+  // barrier per step keeps S - 1 steps in flight.
+  constexpr int S = gemm_mma_stages<BLK_M, BLK_N, BLK_K>();
+  const int steps = (k + BLK_K - 1) / BLK_K;
+  // 16-byte copies where the operand allows them (a uniform choice per call).
+  const bool vec_a = ((reinterpret_cast<unsigned long long>(A) | (unsigned long long)lda * 8) & 15) == 0;
+  const bool vec_b = ((reinterpret_cast<unsigned long long>(B) | (unsigned long long)ldb * 8) & 15) == 0;
+  const bool inside_a = i0 + BLK_M <= m, inside_b = j0 + BLK_N <= n;
+  auto stage = [&](int step) {  // always commits, possibly an empty group
+    if (step < steps) {
+      double* sa = s + (step % S) * (SA + SB);
+      const int kk = step * BLK_K;
+      const bool full_k = kk + BLK_K <= k;
+      if (vec_a)
+        gemm_mma_stage<BLK_M, BLK_K, G, TA, 2>(g.rank, A, lda, i0, kk, m, k, inside_a && full_k, sa);
+      else
+        gemm_mma_stage<BLK_M, BLK_K, G, TA, 1>(g.rank, A, lda, i0, kk, m, k, inside_a && full_k, sa);
+      if (vec_b)
+        gemm_mma_stage<BLK_N, BLK_K, G, TB, 2>(g.rank, B, ldb, j0, kk, n, k, inside_b && full_k, sa + SA);
+      else
+        gemm_mma_stage<BLK_N, BLK_K, G, TB, 1>(g.rank, B, ldb, j0, kk, n, k, inside_b && full_k, sa + SA);
+    }
+    stage_commit();
+  };
+  g.sync();  // the caller's (or the previous tile's) use of s is over
+#pragma unroll
+  for (int p = 0; p < S - 1; ++p) stage(p);
+  for (int step = 0; step < steps; ++step) {
+    if constexpr (S == 2) {
+      stage(step + 1);
+      stage_wait<1>();
+    } else {
+      stage_wait<S - 2>();
+    }
+    g.sync();  // every thread's copies of this step have landed
+    if constexpr (S > 2) stage(step + S - 1);
+    const double* sa = s + (step % S) * (SA + SB) + a_frag;
+    const double* sb = s + (step % S) * (SA + SB) + SA + b_frag;
+#pragma unroll
+    for (int kk = 0; kk < BLK_K; kk += SHAPE_K) {
+      double a[TM][SHAPE_K / 2], b[TN][SHAPE_K / 4];
+#pragma unroll
+      for (int x = 0; x < TM; ++x)
+#pragma unroll
+        for (int j = 0; j < SHAPE_K / 2; ++j)
+          a[x][j] = sa[(x * 16 + 8 * (j % 2)) * A_RS + (kk + 4 * (j / 2)) * A_CS];
+#pragma unroll
+      for (int y = 0; y < TN; ++y)
+#pragma unroll
+        for (int q = 0; q < SHAPE_K / 4; ++q) b[y][q] = sb[y * 8 * B_RS + (kk + 4 * q) * B_CS];
+#pragma unroll
+      for (int y = 0; y < TN; ++y)
+#pragma unroll
+        for (int x = 0; x < TM; ++x) mma_16x8<SHAPE_K>(acc[x][y], a[x], b[y]);
+    }
+    if constexpr (S == 2) g.sync();  // this buffer is restaged by the next step
+  }
+  stage_wait<0>();  // only empty groups remain; leave none behind
+  g.sync();
+#pragma unroll
+  for (int x = 0; x < TM; ++x)
+#pragma unroll
+    for (int y = 0; y < TN; ++y)
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        const int i = i0 + (wm * TM + x) * 16 + gq + 8 * (h / 2), j = j0 + (wn * TN + y) * 8 + 2 * tq + h % 2;
+        if (i < m && j < n) store(i, j, acc[x][y][h]);
+      }
+}
+
+template <int WARPS_M, int WARPS_N, int BLK_M, int BLK_N, int BLK_K, int SHAPE_K, class Store>
 __device__ void gemm_tile_mma(ThreadGroup<32 * WARPS_M * WARPS_N> g, int m, int n, int k, int i0, int j0,
                               const double* __restrict__ A, long long lda, int opA,
                               const double* __restrict__ B, long long ldb, int opB,
-                              double* sA, double* sB, Store store) {
-  constexpr int G = 32 * WARPS_M * WARPS_N;
-  const int rank = g.rank;
-  constexpr int TM = BLK_M / 8 / WARPS_M, TN = BLK_N / 8 / WARPS_N;  // mma tiles per warp
-  static_assert(BLK_M % (8 * WARPS_M) == 0 && BLK_N % (8 * WARPS_N) == 0 && BLK_K % 4 == 0,
-                "the tile must split into 8x8x4 mma steps over the warps");
-  const int lane = rank % 32, warp = rank / 32;
-  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-  const int gq = lane / 4, tq = lane % 4;
-  double acc[TM][TN][2];
-#pragma unroll
-  for (int a = 0; a < TM; ++a)
-#pragma unroll
-    for (int b = 0; b < TN; ++b) acc[a][b][0] = acc[a][b][1] = 0.0;
-
-  for (int kk = 0; kk < k; kk += BLK_K) {
-    g.sync();  // the previous step's tiles are no longer read
-    gemm_stage<BLK_M, BLK_K, G>(rank, A, lda, opA, i0, kk, m, k, sA);
-    gemm_stage<BLK_N, BLK_K, G>(rank, B, ldb, opB ^ 1, j0, kk, n, k, sB);
-    g.sync();
-#pragma unroll
-    for (int k4 = 0; k4 < BLK_K; k4 += 4) {
-      double a[TM], b[TN];
-#pragma unroll
-      for (int ta = 0; ta < TM; ++ta) a[ta] = sA[(k4 + tq) * (BLK_M + 1) + (wm * TM + ta) * 8 + gq];
-#pragma unroll
-      for (int tb = 0; tb < TN; ++tb) b[tb] = sB[(k4 + tq) * (BLK_N + 1) + (wn * TN + tb) * 8 + gq];
-#pragma unroll
-      for (int ta = 0; ta < TM; ++ta)
-#pragma unroll
-        for (int tb = 0; tb < TN; ++tb)
-          asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-                       : "+d"(acc[ta][tb][0]), "+d"(acc[ta][tb][1])
-                       : "d"(a[ta]), "d"(b[tb]));
-    }
-  }
-  g.sync();
-#pragma unroll
-  for (int ta = 0; ta < TM; ++ta)
-#pragma unroll
-    for (int tb = 0; tb < TN; ++tb)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = i0 + (wm * TM + ta) * 8 + gq, j = j0 + (wn * TN + tb) * 8 + 2 * tq + h;
-        if (i < m && j < n) store(i, j, acc[ta][tb][h]);
-      }
+                              double* s, Store store) {
+  // op(B)^T is staged like op(A): its rows are op(B)'s columns (N <-> T).
+  const bool ta = op_transposes(opA), tb = !op_transposes(opB);
+  // Four inlined copies of the tile, one per orientation (a branch uniform over the group).
+  if (ta && tb)
+    gemm_tile_mma_oriented<WARPS_M, WARPS_N, BLK_M, BLK_N, BLK_K, SHAPE_K, true, true>(g, m, n, k, i0, j0, A, lda, B, ldb, s, store);
+  else if (ta)
+    gemm_tile_mma_oriented<WARPS_M, WARPS_N, BLK_M, BLK_N, BLK_K, SHAPE_K, true, false>(g, m, n, k, i0, j0, A, lda, B, ldb, s, store);
+  else if (tb)
+    gemm_tile_mma_oriented<WARPS_M, WARPS_N, BLK_M, BLK_N, BLK_K, SHAPE_K, false, true>(g, m, n, k, i0, j0, A, lda, B, ldb, s, store);
+  else
+    gemm_tile_mma_oriented<WARPS_M, WARPS_N, BLK_M, BLK_N, BLK_K, SHAPE_K, false, false>(g, m, n, k, i0, j0, A, lda, B, ldb, s, store);
 }
 
 }  // namespace bdf

@@ -28,6 +28,22 @@ template <typename T> __device__ __forceinline__ void copy_async(T* shared_dst, 
                "n"(int(sizeof(T))) : "memory");
 }
 
+// BYTES (4, 8 or 16) bytes from global to shared memory, of which only the
+// first src_bytes (0 .. BYTES) are read and the rest are zero-filled: the
+// copy of a tile element that is partly or wholly outside its matrix (with
+// src_bytes = 0 nothing is read).  16-byte copies bypass L1 (.cg).
+template <int BYTES>
+__device__ __forceinline__ void copy_async_zfill(void* shared_dst, const void* global_src, int src_bytes) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(src_bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src), "n"(BYTES),
+                 "r"(src_bytes) : "memory");
+}
+
 // Closes the batch of copies this thread issued since the last commit.
 __device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 

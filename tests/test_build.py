@@ -45,11 +45,13 @@ def test_registry_holds_every_setting_dtype_and_layout():
     gemv_expected = {gemv_module.kernel_name(layout, dt, s, t) for layout in LAYOUTS
                      for dt in batched.SUPPORTED_DTYPES for s in batched.GEMV_SETTINGS for t in (False, True)}
     gemm_expected = {gemm_module.kernel_name(layout, dt, s) for layout in LAYOUTS
-                     for dt in batched.SUPPORTED_DTYPES for s in batched.GEMM_SETTINGS}
+                     for s in batched.GEMM_SETTINGS for dt in s.dtypes(batched.SUPPORTED_DTYPES)}
     assert reg["gemv.cu"] == gemv_expected
     assert reg["gemm.cu"] == gemm_expected
     assert len(reg["gemv.cu"]) == len(LAYOUTS) * 4 * len(batched.GEMV_SETTINGS) * 2
-    assert len(reg["gemm.cu"]) == len(LAYOUTS) * 4 * len(batched.GEMM_SETTINGS)
+    tensor = sum(1 for s in batched.GEMM_SETTINGS if s.mma)
+    assert tensor >= 1
+    assert len(reg["gemm.cu"]) == len(LAYOUTS) * (4 * (len(batched.GEMM_SETTINGS) - tensor) + tensor)
 
 
 @needs_nvrtc
@@ -128,10 +130,22 @@ def test_gemv_table_names_registered_settings_and_measured_shapes():
 def test_every_default_gemm_setting_is_registered():
     names = {path.name: n for path, n in registered().items()}["gemm.cu"]
     for m, n, k, count, sms in itertools.product(EDGE_SIZES, EDGE_SIZES, (0, 1, 33), COUNTS, SMS):
-        s = choose_gemm_setting(m, n, k, count, sms)
-        assert s in batched.GEMM_SETTINGS, (m, n, k, count, sms, s)
         for dt in batched.SUPPORTED_DTYPES:
+            s = choose_gemm_setting(m, n, k, count, sms, np.dtype(dt)).for_dtype(np.dtype(dt))
+            assert s in batched.GEMM_SETTINGS, (m, n, k, count, sms, s)
             assert gemm_module.kernel_name("pointer", dt, s) in names
+
+
+@pytest.mark.parametrize("setting", batched.GEMM_SETTINGS, ids=str)
+def test_every_gemm_setting_runs_as_a_registered_setting_for_every_dtype(setting):
+    names = {path.name: n for path, n in registered().items()}["gemm.cu"]
+    for dt in batched.SUPPORTED_DTYPES:
+        twin = setting.for_dtype(np.dtype(dt))
+        assert twin in batched.GEMM_SETTINGS
+        assert (twin is setting) == (not setting.mma or np.dtype(dt) == np.float64)
+        assert not twin.mma or np.dtype(dt) == np.float64
+        assert twin.blk_m >= min(setting.blk_m, 64)
+        assert gemm_module.kernel_name("uniform", dt, twin) in names
 
 
 @pytest.mark.parametrize("setting", batched.GEMV_SETTINGS, ids=str)
@@ -161,7 +175,13 @@ def test_gemm_setting_fits_the_static_shared_memory_limit(setting):
     assert setting.block_threads % setting.group_threads == 0
     assert setting.block_threads <= 1024
     # static __shared__ arrays are limited to 48 KiB per block
-    assert setting.smem_bytes(np.dtype(np.complex128).itemsize) <= 48 * 1024
+    itemsize = 8 if setting.mma else np.dtype(np.complex128).itemsize
+    assert setting.smem_bytes(itemsize) <= 48 * 1024
+    if setting.mma:  # whole warps, split 2 x W/2 into 8x8 (or 16x8) mma tiles
+        warps = setting.group_threads // 32
+        assert setting.group_threads % 32 == 0 and warps >= 2
+        assert setting.blk_m % (16 * 2) == 0 and setting.blk_n % (8 * (warps // 2)) == 0
+        assert setting.mma in (4, 8, 16) and setting.blk_k % setting.mma == 0
 
 
 def test_settings_have_distinct_ids():

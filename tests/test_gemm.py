@@ -67,7 +67,7 @@ def test_gemm_residual(xp, setting, case, with_out):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("trans", TRANS_PAIRS)
 @pytest.mark.parametrize("out_order", ["C", "F"])
-@pytest.mark.parametrize("mnk", [(5, 9, 3), (33, 17, 40)], ids=str)
+@pytest.mark.parametrize("mnk", [(5, 9, 3), (33, 17, 40), (130, 67, 45)], ids=str)
 def test_gemm_all_transpositions(xp, setting, dtype, trans, out_order, mnk):
     """All nine transa/transb pairs; for complex types 'C' must conjugate, 'T' must not."""
     transa, transb = trans
