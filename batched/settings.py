@@ -272,19 +272,30 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     return GemvSetting(32, 8, tile=32 if trans else 64)
 
 
+_GEMM_BIG_TILES = (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
+                   GemmSetting(16, 16, 32, 32, 16))
+_GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
+_GEMM_FLOAT32_32 = GemmSetting(8, 8, 32, 32, 16)
+_GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8)
+_GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
+
+
 def choose_gemm_setting(m: int, n: int, k: int, count: int,
                         multiprocessors: int = 132, dtype="float64") -> GemmSetting:
     """Smallest CUDA-core tile that covers the output (big-tile) up to 16 (32
     for dtypes other than float64), classic beyond; float64 beyond 16 on FP64
-    tensor cores."""
+    tensor cores (bench/gemm.py --sweep on an H100: 32x32 tensor-core tiles at
+    17-32, 64x64 beyond; CUDA-core tiles win up to 16).  float32 at 17-32:
+    16 outputs a thread (155 against 187 us at 32)."""
     size = max(m, n)
-    if str(dtype) == "float64" and size > 16:
-        return GemmSetting(32, 4, 32, 32, 16, mma=8) if size <= 32 else GemmSetting(32, 4, 64, 64, 16, mma=8)
-    for s in (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
-              GemmSetting(16, 16, 32, 32, 16)):
+    if size > 16 and str(dtype) == "float64":
+        return _GEMM_TENSOR_32 if size <= 32 else _GEMM_TENSOR
+    if 16 < size <= 32 and str(dtype) == "float32":
+        return _GEMM_FLOAT32_32
+    for s in _GEMM_BIG_TILES:
         if size <= s.blk_m:
             return s
-    return GemmSetting(16, 16, 64, 64, 16)
+    return _GEMM_CLASSIC
 
 
 def multiprocessor_count() -> int:
