@@ -93,7 +93,7 @@ class GemmSetting:
 
     ``mma`` = 4, 8 or 16: FP64 tensor cores (mma.sync m16n8k4, m16n8k8 or
     m16n8k16; the group's warps split the tile, operands staged by cp.async
-    into two buffers).  Only float64 runs it: other dtypes run :meth:`for_dtype`'s CUDA-
+    into 2-4 buffers).  Only float64 runs it: other dtypes run :meth:`for_dtype`'s CUDA-
     core twin.  ``mma`` = 0: CUDA cores, every dtype.
     """
 
@@ -177,21 +177,21 @@ GEMV_SETTINGS = (
     GemvSetting(16, 2, staged=True), GemvSetting(32, 1, staged=True),
 )
 
-GEMM_SETTINGS = (
-    GemmSetting(4, 4, 4, 4, 4),
-    GemmSetting(8, 4, 8, 8, 8),
-    GemmSetting(16, 8, 16, 16, 16),
-    GemmSetting(16, 16, 32, 32, 16),
-    GemmSetting(8, 8, 32, 32, 16),      # 16 outputs a thread: half a shared load per FMA
-    GemmSetting(16, 16, 64, 64, 16),    # the largest CUDA-core tile stays last (for_dtype)
-    # FP64 tensor cores (float64 only), mma.sync m16n8kK with K = mma; 4 or 8
-    # warps, 2 x W/2 over the tile.
-    # Measured on an H100 against 64x64x8 (4 pipeline buffers), 8 warps, 128x64
-    # and 128x128 tiles, and the m16n8k4 / m16n8k16 shapes: 64x64x16 with
-    # m16n8k8 on 4 warps was fastest (or within 1 %) from 64 to 512.
-    GemmSetting(32, 4, 32, 32, 16, mma=8),
-    GemmSetting(32, 4, 64, 64, 16, mma=8),
-)
+# The settings the GEMM chooser names (all registered below).
+_GEMM_BIG_TILES = (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
+                   GemmSetting(16, 16, 32, 32, 16))
+_GEMM_FLOAT32_32 = GemmSetting(8, 8, 32, 32, 16)    # 16 outputs a thread: half a shared load per FMA
+_GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
+# FP64 tensor cores (float64 only), mma.sync m16n8kK with K = mma, 4 warps as
+# 2 x 2 over the tile.  Measured on an H100 against 64x64x8 (4 pipeline
+# buffers), 8 warps, 128x64 and 128x128 tiles, and the m16n8k4 / m16n8k16
+# shapes: 64x64x16 with m16n8k8 on 4 warps was fastest (or within 1 %) from
+# 64 to 512.
+_GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8)
+_GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
+
+# CUDA-core settings from the smallest tile up (the largest last: for_dtype), then tensor cores.
+GEMM_SETTINGS = (*_GEMM_BIG_TILES, _GEMM_FLOAT32_32, _GEMM_CLASSIC, _GEMM_TENSOR_32, _GEMM_TENSOR)
 
 
 def stage_fits(capacity: int, itemsize: int) -> bool:
@@ -270,14 +270,6 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     if count >= 8 * multiprocessors or outputs <= 64:
         return GemvSetting(32, 4)
     return GemvSetting(32, 8, tile=32 if trans else 64)
-
-
-_GEMM_BIG_TILES = (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
-                   GemmSetting(16, 16, 32, 32, 16))
-_GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
-_GEMM_FLOAT32_32 = GemmSetting(8, 8, 32, 32, 16)
-_GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8)
-_GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
 
 
 def choose_gemm_setting(m: int, n: int, k: int, count: int,

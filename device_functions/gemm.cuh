@@ -153,7 +153,7 @@ template <> struct is_double<double> { static constexpr bool value = true; };
 // aligned and ldx even.  full: the whole tile lies inside op(X), so no copy
 // needs a bound check.
 template <int R, int BLK_K, int G, bool TRANS, int VEC>
-__device__ __forceinline__ void gemm_mma_stage(int rank, const double* __restrict__ X, long long ldx,
+__device__ __forceinline__ void gemm_mma_stage_by(int rank, const double* __restrict__ X, long long ldx,
                                                int r0, int c0, int rows, int cols, bool full, double* s) {
   constexpr int LINE = TRANS ? BLK_K : R, LINES = TRANS ? R : BLK_K, PITCH = LINE + 4;
   constexpr int PER_LINE = LINE / VEC, STEP = G / PER_LINE, COPIES = LINES / STEP;
@@ -174,6 +174,17 @@ __device__ __forceinline__ void gemm_mma_stage(int rank, const double* __restric
       copy_async_zfill<8 * VEC>(dst + i * STEP * PITCH, src + i * STEP * ldx,
                                 v0 + v + i * STEP < v_end ? bytes : 0);
   }
+}
+
+// gemm_mma_stage_by with 16-byte copies when vec, else 8-byte ones (vec is
+// uniform over the group).
+template <int R, int BLK_K, int G, bool TRANS>
+__device__ __forceinline__ void gemm_mma_stage(bool vec, int rank, const double* __restrict__ X, long long ldx,
+                                               int r0, int c0, int rows, int cols, bool full, double* s) {
+  if (vec)
+    gemm_mma_stage_by<R, BLK_K, G, TRANS, 2>(rank, X, ldx, r0, c0, rows, cols, full, s);
+  else
+    gemm_mma_stage_by<R, BLK_K, G, TRANS, 1>(rank, X, ldx, r0, c0, rows, cols, full, s);
 }
 
 // acc += a b on one 16x8 tile: the mma.sync of depth K.
@@ -246,14 +257,8 @@ __device__ __forceinline__ void gemm_tile_mma_oriented(
       double* sa = s + (step % S) * (SA + SB);
       const int kk = step * BLK_K;
       const bool full_k = kk + BLK_K <= k;
-      if (vec_a)
-        gemm_mma_stage<BLK_M, BLK_K, G, TA, 2>(g.rank, A, lda, i0, kk, m, k, inside_a && full_k, sa);
-      else
-        gemm_mma_stage<BLK_M, BLK_K, G, TA, 1>(g.rank, A, lda, i0, kk, m, k, inside_a && full_k, sa);
-      if (vec_b)
-        gemm_mma_stage<BLK_N, BLK_K, G, TB, 2>(g.rank, B, ldb, j0, kk, n, k, inside_b && full_k, sa + SA);
-      else
-        gemm_mma_stage<BLK_N, BLK_K, G, TB, 1>(g.rank, B, ldb, j0, kk, n, k, inside_b && full_k, sa + SA);
+      gemm_mma_stage<BLK_M, BLK_K, G, TA>(vec_a, g.rank, A, lda, i0, kk, m, k, inside_a && full_k, sa);
+      gemm_mma_stage<BLK_N, BLK_K, G, TB>(vec_b, g.rank, B, ldb, j0, kk, n, k, inside_b && full_k, sa + SA);
     }
     stage_commit();
   };

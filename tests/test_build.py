@@ -177,7 +177,7 @@ def test_gemm_setting_fits_the_static_shared_memory_limit(setting):
     # static __shared__ arrays are limited to 48 KiB per block
     itemsize = 8 if setting.mma else np.dtype(np.complex128).itemsize
     assert setting.smem_bytes(itemsize) <= 48 * 1024
-    if setting.mma:  # whole warps, split 2 x W/2 into 8x8 (or 16x8) mma tiles
+    if setting.mma:  # whole warps, split 2 x W/2 into 16x8 mma tiles
         warps = setting.group_threads // 32
         assert setting.group_threads % 32 == 0 and warps >= 2
         assert setting.blk_m % (16 * 2) == 0 and setting.blk_n % (8 * (warps // 2)) == 0
