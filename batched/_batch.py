@@ -9,6 +9,8 @@ one of these for that call.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from . import _arrays as ar
@@ -48,6 +50,7 @@ class MatrixBatch:
                              f"{sorted(set(self.shapes))[:4]}; use VariableBatch for mixed shapes")
         self.name = name
         self.arrays_user = members
+        self.same_dtype = all(a.dtype == self.dtype for a in members)
         self._prepare(members)
 
     @classmethod
@@ -88,14 +91,44 @@ class MatrixBatch:
     def count(self) -> int:
         return len(self.arrays)
 
-    @property
+    @cached_property
     def view_dims_max(self):
         if not self.view_shapes:
             return 0, 0
         return max(r for r, _ in self.view_shapes), max(c for _, c in self.view_shapes)
 
+    @cached_property
+    def view_dims_typical(self):
+        """(rows, cols) of the column-major views, each the rounded mean over the
+        members (the shape a variable-size batch's setting is chosen for)."""
+        if not self.view_shapes:
+            return 0, 0
+        mean = np.asarray(self.view_shapes, dtype=np.float64).mean(axis=0)
+        return max(1, int(round(mean[0]))), max(1, int(round(mean[1])))
+
+    @cached_property
+    def shape_array(self) -> np.ndarray:
+        """(count, 2) int64: the members' shapes as given."""
+        return np.array(self.shapes, dtype=np.int64).reshape(-1, 2)
+
+    def memo(self, key, compute):
+        """``compute()`` once per batch object and ``key``: per-member facts a
+        routine derives (lengths, buffer sizes) cost nothing on repeated calls."""
+        cached = self.__dict__.setdefault("_memo", {})
+        if key not in cached:
+            cached[key] = compute()
+        return cached[key]
+
+    def op_lengths(self, op: str):
+        """(rows, inner) of op(A) per member, each an int when every member
+        has the same, else an int64 array."""
+        def compute():
+            shapes = self.shape_array[:, ::-1] if op != "N" else self.shape_array
+            return tuple(same_or_array(shapes[:, k]) for k in (0, 1))
+        return self.memo(("op_lengths", op), compute)
+
     def astype(self, dtype):
-        if np.dtype(dtype) == self.dtype and all(a.dtype == self.dtype for a in self.arrays):
+        if np.dtype(dtype) == self.dtype and self.same_dtype:
             return self
         return type(self)([a.astype(dtype) for a in self.arrays_user], self.name)
 
@@ -200,24 +233,40 @@ class VectorList:
                           self.xp, dtype)
 
     def struct(self):
-        """The PointerVector accessor (built once; the pointer array stays alive with it)."""
+        """The PointerVector accessor: strided over the rows of one array, or
+        over a pointer array (built once; it stays alive with the accessor)."""
         if self._struct is None:
             if self.inc is None:
                 raise AssertionError("mixed increments: call astype() first")
             if self.rows_of is not None:
-                self._ptrs = row_pointers(self.rows_of, self.xp)
+                row_stride = ar.elem_strides(self.rows_of)[0]
+                self._struct = ln.strided_vector(self.rows_of.data.ptr, row_stride, self.inc)
             else:
                 self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
-            self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
+                self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
         return self._struct
 
 
-def allocate_vectors(lengths, dtype, xp) -> VectorList:
+def same_or_array(values: np.ndarray):
+    """An int when every entry of ``values`` is the same, else the int64 array."""
+    if values.size and (values == values[0]).all():
+        return int(values[0])
+    return values.astype(np.int64, copy=False)
+
+
+def length_of(lengths, i: int) -> int:
+    """Member i of ``lengths``: one int for every member, or a sequence."""
+    return lengths if isinstance(lengths, int) else int(lengths[i])
+
+
+def allocate_vectors(lengths, dtype, xp, count: int | None = None) -> VectorList:
     """New vectors for the result of a list call: the rows of a (count, k) array
-    when all lengths are equal, else slices of one buffer."""
+    when all lengths are equal (``lengths`` one int, with ``count``), else
+    slices of one buffer."""
     dtype = np.dtype(dtype)
-    if len(set(lengths)) == 1:
-        return VectorList.of_rows(xp.empty((len(lengths), lengths[0]), dtype), xp)
+    if isinstance(lengths, int):
+        return VectorList.of_rows(xp.empty((count, lengths), dtype), xp)
+    lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = xp.empty(int(offsets[-1]), dtype)
     return VectorList([flat[int(offsets[i]):int(offsets[i + 1])] for i in range(len(lengths))], xp, dtype)
@@ -243,7 +292,8 @@ def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -
     if count:
         if ar.common_backend({batch.name: batch.arrays_user[0], **named}) is not xp:
             raise ValueError(f"{name} must be on the same device as {batch.name}")
-    for i, (v, length) in enumerate(zip(vectors, lengths)):
+    for i, v in enumerate(vectors):
+        length = length_of(lengths, i)
         if v.ndim != 1 or v.shape[0] != length:
             raise ValueError(f"{name}[{i}] has shape {v.shape}, expected ({length},) for "
                              f"{batch.name}[{i}] of shape {batch.shapes[i]}")
@@ -261,9 +311,10 @@ def _rows_vector_list(arr, batch: MatrixBatch, name: str, lengths, exact_dtype) 
     ar.check_dtype(arr, name)
     if exact_dtype is not None and arr.dtype != exact_dtype:
         raise TypeError(f"{name} has dtype {arr.dtype}, expected {np.dtype(exact_dtype)}")
-    wrong = [i for i, length in enumerate(lengths) if length != arr.shape[1]]
-    if wrong:
-        i = wrong[0]
-        raise ValueError(f"{name}[{i}] has shape ({arr.shape[1]},), expected ({lengths[i]},) for "
+    wrong = (np.flatnonzero(np.asarray(lengths) != arr.shape[1]) if not isinstance(lengths, int)
+             else [0] if batch.count and lengths != arr.shape[1] else [])
+    if len(wrong):
+        i = int(wrong[0])
+        raise ValueError(f"{name}[{i}] has shape ({arr.shape[1]},), expected ({length_of(lengths, i)},) for "
                          f"{batch.name}[{i}] of shape {batch.shapes[i]}")
     return VectorList.of_rows(arr, batch.xp)

@@ -21,7 +21,7 @@ _DTYPES = {
     "PointerMatrix": _struct("ptrs", "offset", "ld", "m", "n"),
     "VariableMatrix": _struct("ptrs", "m", "n", "ld"),
     "UniformVector": _struct("base", "stride", "inc"),
-    "PointerVector": _struct("ptrs", "offset", "inc"),
+    "PointerVector": _struct("ptrs", "offset", "inc", "base", "stride"),
 }
 
 # Per batch layout: (matrix accessor, vector accessor).
@@ -32,8 +32,21 @@ LAYOUT_ACCESSORS = {
 }
 
 
+# Trailing fields a caller may leave out (zero): a PointerVector given a pointer array.
+_OPTIONAL = {"PointerVector": 2}
+
+
 def pack(accessor: str, *fields) -> np.void:
-    return np.array([tuple(int(f) for f in fields)], dtype=_DTYPES[accessor])[0]
+    dtype = _DTYPES[accessor]
+    missing = len(dtype.names) - len(fields)
+    if not 0 <= missing <= _OPTIONAL.get(accessor, 0):
+        raise TypeError(f"{accessor} takes {len(dtype.names)} fields {dtype.names}, got {len(fields)}")
+    return np.array([tuple(int(f) for f in fields) + (0,) * missing], dtype=dtype)[0]
+
+
+def strided_vector(base: int, stride: int, inc: int) -> np.void:
+    """A PointerVector over vectors base + b * stride (no pointer array)."""
+    return pack("PointerVector", 0, 0, inc, base, stride)
 
 
 def accessor_type(accessor: str, dtype) -> str:

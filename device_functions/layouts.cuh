@@ -54,10 +54,14 @@ template <typename T> struct UniformVector {
   __device__ T* vector(long long b) const { return base + b * stride; }
 };
 
+// With a null `ptrs`, vector b is base + b * stride: the rows of one array,
+// without a pointer array built (and read) for every call.
 template <typename T> struct PointerVector {
   T* const* ptrs;
   long long offset, inc;
-  __device__ T* vector(long long b) const { return ptrs[b] + offset; }
+  T* base;
+  long long stride;
+  __device__ T* vector(long long b) const { return ptrs ? ptrs[b] + offset : base + b * stride; }
 };
 
 }  // namespace bdf
