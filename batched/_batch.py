@@ -21,11 +21,17 @@ def _device_int64(xp, values):
     return xp.asarray(np.asarray(values, dtype=np.int64))
 
 
-def row_pointers(arr, xp):
-    """Device pointers of arr[0], arr[1], ... computed on the device (no per-row
-    Python work); arr's first stride must be whole elements."""
-    step = ar.elem_strides(arr)[0] * arr.dtype.itemsize
-    return xp.arange(arr.shape[0], dtype=np.int64) * step + arr.data.ptr
+def rows_vector(arr, inc: int) -> np.void:
+    """PointerVector accessor over arr[0], arr[1], ... (no pointer array, no
+    per-row work); arr's first stride must be whole elements."""
+    return ln.strided_vector(arr.data.ptr, ar.elem_strides(arr)[0], inc)
+
+
+def members_vector(arrays, inc: int, xp):
+    """(PointerVector accessor, device pointer array) over separate arrays; the
+    pointer array must stay alive until the launch is queued."""
+    ptrs = _device_int64(xp, [a.data.ptr for a in arrays])
+    return ln.pack("PointerVector", ptrs.data.ptr, 0, inc), ptrs
 
 
 class MatrixBatch:
@@ -239,11 +245,9 @@ class VectorList:
             if self.inc is None:
                 raise AssertionError("mixed increments: call astype() first")
             if self.rows_of is not None:
-                row_stride = ar.elem_strides(self.rows_of)[0]
-                self._struct = ln.strided_vector(self.rows_of.data.ptr, row_stride, self.inc)
+                self._struct = rows_vector(self.rows_of, self.inc)
             else:
-                self._ptrs = _device_int64(self.xp, [v.data.ptr for v in self.arrays])
-                self._struct = ln.pack("PointerVector", self._ptrs.data.ptr, 0, self.inc)
+                self._struct, self._ptrs = members_vector(self.arrays, self.inc, self.xp)
         return self._struct
 
 
@@ -311,8 +315,10 @@ def _rows_vector_list(arr, batch: MatrixBatch, name: str, lengths, exact_dtype) 
     ar.check_dtype(arr, name)
     if exact_dtype is not None and arr.dtype != exact_dtype:
         raise TypeError(f"{name} has dtype {arr.dtype}, expected {np.dtype(exact_dtype)}")
-    wrong = (np.flatnonzero(np.asarray(lengths) != arr.shape[1]) if not isinstance(lengths, int)
-             else [0] if batch.count and lengths != arr.shape[1] else [])
+    if isinstance(lengths, int):
+        wrong = [0] if batch.count and lengths != arr.shape[1] else []
+    else:
+        wrong = np.flatnonzero(np.asarray(lengths) != arr.shape[1])
     if len(wrong):
         i = int(wrong[0])
         raise ValueError(f"{name}[{i}] has shape ({arr.shape[1]},), expected ({length_of(lengths, i)},) for "

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _arrays as ar
 from .. import _launch as ln
-from .._batch import MatrixBatch, row_pointers
+from .._batch import MatrixBatch, rows_vector
 from .._operands import matrix_operand, writable_directly
 from ..device_functions import build
 from . import _solvers as sv
@@ -577,10 +577,8 @@ def _posv_list(A, B, lower, setting):
             b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
             X = xp.empty(b_all.shape, dtype)
             info = xp.empty(count, np.int32)
-            b_ptrs, x_ptrs = row_pointers(b_all, xp), row_pointers(X, xp)  # alive until queued
             args = (batch.struct(), out_batch.struct(batch.layout),
-                    ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
-                    ln.pack("PointerVector", x_ptrs.data.ptr, 0, k), np.int64(1), np.int32(k),
+                    rows_vector(b_all, k), np.int64(1), rows_vector(X, k), np.int64(1), np.int32(k),
                     info, _flags(lower != batch.transposed, False, False,
                                  conj_solve=batch.transposed and dtype.kind == "c"),
                     np.int64(count), np.int32(n_max))

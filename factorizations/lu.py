@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _arrays as ar
 from .. import _launch as ln
-from .._batch import MatrixBatch, row_pointers
+from .._batch import MatrixBatch, members_vector, rows_vector
 from .._operands import matrix_operand, vector_operand, writable_directly
 from ..device_functions import build
 from . import _solvers as sv
@@ -887,19 +887,17 @@ def _list_rhs_cupy(xp, whole, members, batch, k, dtype):
     if members is None:
         b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
         X = xp.empty(b_all.shape, dtype)
-        b_ptrs, x_ptrs = row_pointers(b_all, xp), row_pointers(X, xp)
-        keep = (b_all, b_ptrs, x_ptrs)
+        b_vec, x_vec = rows_vector(b_all, k), rows_vector(X, k)
+        keep = (b_all,)
     else:
         bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
         ns = [r for r, _ in batch.shapes]
         off = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
         flat = xp.empty(int(off[-1]), dtype)
         X = [flat[int(off[i]):int(off[i + 1])].reshape(ns[i], k) for i in range(len(ns))]
-        b_ptrs = xp.asarray(np.array([b.data.ptr for b in bs], dtype=np.int64))
-        x_ptrs = xp.asarray(np.array([x.data.ptr for x in X], dtype=np.int64))
+        (b_vec, b_ptrs), (x_vec, x_ptrs) = members_vector(bs, k, xp), members_vector(X, k, xp)
         keep = (bs, b_ptrs, x_ptrs)
-    rhs = (ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
-           ln.pack("PointerVector", x_ptrs.data.ptr, 0, k), np.int64(1), k)
+    rhs = (b_vec, np.int64(1), x_vec, np.int64(1), k)
     return X, keep, rhs
 
 
@@ -941,10 +939,8 @@ def _getrs_list_cupy(batch, pivs, whole, members, k, op, base, dtype):
     layout = batch.layout
 
     def swap(Y, reverse):
-        y_ptrs = row_pointers(Y, xp) if members is None else \
-            xp.asarray(np.array([y.data.ptr for y in Y], dtype=np.int64))
-        _launch_laswp(layout, dtype, batch.struct(layout), ln.pack("PointerVector", y_ptrs.data.ptr, 0, k), 1,
-                      piv_struct, base, reverse, count, k)
+        y_vec, y_ptrs = (rows_vector(Y, k), None) if members is None else members_vector(Y, k, xp)
+        _launch_laswp(layout, dtype, batch.struct(layout), y_vec, 1, piv_struct, base, reverse, count, k)
         return y_ptrs
 
     trsv = trsv_module.trsv

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _arrays as ar
 from .. import _launch as ln
-from .._batch import MatrixBatch, row_pointers
+from .._batch import MatrixBatch, members_vector, rows_vector
 from .._operands import matrix_operand
 from ..device_functions import build
 from ..settings import multiprocessor_count
@@ -333,21 +333,20 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
     if members is None:
         b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
         out = xp.empty(b_all.shape, dtype)
-        b_ptrs, x_ptrs = row_pointers(b_all, xp), row_pointers(out, xp)
+        b_vec, x_vec, keep = rows_vector(b_all, k), rows_vector(out, k), ()
     else:
         bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
         offsets = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
         flat = xp.empty(int(offsets[-1]), dtype)
         out = [flat[int(offsets[i]):int(offsets[i + 1])].reshape(ns[i], k) for i in range(count)]
-        b_ptrs = xp.asarray(np.array([b.data.ptr for b in bs], dtype=np.int64))
-        x_ptrs = xp.asarray(np.array([x.data.ptr for x in out], dtype=np.int64))
+        (b_vec, b_ptrs), (x_vec, x_ptrs) = members_vector(bs, k, xp), members_vector(out, k, xp)
+        keep = (b_ptrs, x_ptrs)  # alive until the launch is queued
     info = xp.zeros(count, np.int32) if check else None
     n_max = max(ns, default=0)
     if count and n_max and k:
         view_op = ar.FLIP[op] if batch.transposed else op
         setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count())
-        args = (batch.struct(), ln.pack("PointerVector", b_ptrs.data.ptr, 0, k), np.int64(1),
-                ln.pack("PointerVector", x_ptrs.data.ptr, 0, k), np.int64(1),
+        args = (batch.struct(), b_vec, np.int64(1), x_vec, np.int64(1),
                 info if check else np.uint64(0),
                 _flag_bits(lower != batch.transposed, view_op, unit, check))
         _launch(batch.layout, dtype, setting, n_max, count, k, args)
@@ -355,6 +354,7 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
         for i, a in enumerate(batch.arrays_user):
             zero = xp.diagonal(a) == 0
             info[i] = xp.where(zero.any(), zero.argmax() + 1, 0) if a.shape[0] else 0
+    del keep
     if members is None:
         return (out[..., 0] if vectors else out), info
     return [x[:, 0] if vectors else x for x in out], info
