@@ -294,12 +294,19 @@ def multiprocessor_count() -> int:
     return _device_limits()[0]
 
 
-def resident_blocks(block_threads: int, smem_bytes: int) -> int:
+def resident_blocks(block_threads: int, smem_bytes: int, registers: int = 0) -> int:
     """Blocks of this shape the whole GPU holds at once (threads, shared memory,
-    and the 32-blocks-per-SM limit; 1 KiB of shared memory is reserved per block)."""
+    registers per thread when given, and the 32-blocks-per-SM limit; 1 KiB of shared
+    memory is reserved per block, registers go to warps in units of 256)."""
     sms, smem_per_sm, threads_per_sm = _device_limits()
     per_sm = min(32, threads_per_sm // block_threads, smem_per_sm // (smem_bytes + 1024))
+    if registers:
+        per_warp = -(-registers * 32 // 256) * 256
+        per_sm = min(per_sm, REGISTERS_PER_SM // (per_warp * -(-block_threads // 32)))
     return max(1, per_sm) * sms
+
+
+REGISTERS_PER_SM = 65536   # every GPU from sm_50 to sm_90
 
 
 _LIMITS_CACHE: dict[int, tuple[int, int, int]] = {}

@@ -187,7 +187,8 @@ template <int NB, class At> __device__ __forceinline__ void swap_selected(int j,
 //           swapped with row j (LAPACK's ipiv - 1) for j < min(m, n), the rest
 //           untouched.  The row swap selects row p by comparing p with each
 //           candidate row (a register array is never indexed at run time): about
-//           2 n (m - j) selects for column j, of the order of its update's FMAs.
+//           2 n (m - j) selects for column j, of the order of its update's FMAs,
+//           skipped when p == j.
 // Failure:  returns LAPACK's info (the 1-based column of the first exactly zero
 //           pivot, 0 if none); a zero pivot's column is neither scaled nor used,
 //           and the factorization goes on, as getf2_tile.
@@ -212,12 +213,15 @@ __device__ __forceinline__ int getf2_regs(int m, int n, T (&a)[NB][NB], int (&ip
       }
     }
     ipiv[j] = p;
-    // rows j and p swap across the n columns: row p is one of rows j + 1 .. m - 1
-    // (or j itself: nothing moves)
+    // rows j and p swap across the n columns: row p is one of rows j + 1 .. m - 1.  As
+    // LAPACK, nothing moves when p == j: a warp whose matrices need no interchange
+    // here (diagonally dominant ones, for instance) skips the selects.
+    if (p != j) {
 #pragma unroll
-    for (int c = 0; c < NB; ++c) {
-      if (c >= n) break;
-      swap_selected<NB>(j, p, m, [&](int i) -> T& { return a[i][c]; });
+      for (int c = 0; c < NB; ++c) {
+        if (c >= n) break;
+        swap_selected<NB>(j, p, m, [&](int i) -> T& { return a[i][c]; });
+      }
     }
     const T piv = a[j][j];
     if (piv == T(0)) {
@@ -253,11 +257,11 @@ __device__ __forceinline__ int getf2_regs(int m, int n, T (&a)[NB][NB], int (&ip
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
 template <int NB, typename T>
 __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const int (&ipiv)[NB], T (&x)[NB]) {
-  // P x: interchange j <-> ipiv[j], selected among the rows after j
+  // P x: interchange j <-> ipiv[j], selected among the rows after j (none when equal)
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     if (j >= n) break;
-    swap_selected<NB>(j, ipiv[j], n, [&](int i) -> T& { return x[i]; });
+    if (ipiv[j] != j) swap_selected<NB>(j, ipiv[j], n, [&](int i) -> T& { return x[i]; });
   }
   // L y = x, unit lower, forward
 #pragma unroll

@@ -18,12 +18,12 @@
 // Thread design (getrf_thread_kernel, max(m, n) <= NB <= 8): one thread per matrix,
 //   the whole matrix in its registers, factored by bdf::getf2_regs and, with nrhs > 0,
 //   each right-hand side permuted and solved by bdf::getrs_regs: GESV in one launch
-//   with no barrier and no shuffle.  A block of THREADS threads takes THREADS
-//   consecutive matrices; when they are one packed run in memory (uniform accessor,
-//   ld = rows, stride = rows * cols: checked at run time), the block stages them
-//   through shared memory (cp.async, coalesced) and each thread reads its own matrix
-//   from there, and the factors and X go back the same way; otherwise every thread
-//   reads and writes its own elements directly.
+//   with no barrier and no shuffle.  A warp takes chunks of 32 consecutive matrices;
+//   when they are one packed run in memory (uniform accessor, ld = rows, stride =
+//   rows * cols: checked at run time), the warp copies its next chunks into shared
+//   memory (cp.async, coalesced) while it factors the current one, each lane reads its
+//   own matrix from there, and the factors and X go back the same way; otherwise
+//   every thread reads and writes its own elements directly.
 // LASWP (laswp_kernel): a thread per (matrix, right-hand side) applies the pivots
 //   in order (or in reverse order) to its column.
 #include "common.cuh"
@@ -137,76 +137,76 @@ getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
 // a thread's 255 registers, leaving room for the row swap's temporaries, x (NB
 // elements), the pivots and addresses without spilling.  NB = 8 fits float, double and
 // complex64; complex128 takes NB = 4 (an 8 x 8 complex128 matrix alone would need 256
-// registers).  Measured (NVRTC 13.0, sm_90, 128 threads, no spills, no local memory):
-// NB = 8: float 99-127 registers, double 181-197, complex64 193-221; NB = 4: 40-150.
-// The same rule as LU_THREAD_REG_BYTES in lu_settings.py (fits() and the registered
-// instantiations).
+// registers).  The same rule as LU_THREAD_REG_BYTES in lu_settings.py (fits() and the
+// registered instantiations).
 constexpr int LU_THREAD_REG_BYTES = 512;
 
-// Bytes of the thread design's staging buffer: THREADS slots of NB * NB + 1 elements
-// (an odd slot stride, so that the threads' reads of their own slots fall on distinct
-// banks).  LuSetting.stage_bytes in lu_settings.py computes the same product.
-template <typename T, int NB, int THREADS> __host__ __device__ constexpr int lu_thread_stage_bytes() {
-  return THREADS * (NB * NB + 1) * int(sizeof(T));
+// Blocks of 128 threads an SM should hold (__launch_bounds__'s minimum, a register cap):
+// the pipeline's waits and the factorization's dependent chains are hidden by other
+// warps, and without a cap ptxas gives a 2 x 2 or 4 x 4 matrix 110-150 registers.
+// Measured with ptxas (sm_90): these caps spill nothing (complex128 at 4 x 4, 256
+// bytes, keeps its 184 registers: a cap of 3 blocks spills).
+__host__ __device__ constexpr int lu_thread_min_blocks(int matrix_bytes) {
+  return matrix_bytes <= 32 ? 5 : matrix_bytes <= 128 ? 4 : 1;
+}
+
+// The thread design's pipeline keeps, per warp, rings of buffers in shared memory: one
+// buffer of A holds a chunk's 32 packed matrices of len_a elements, one of B its 32
+// right-hand sides of len_b (only for one packed right-hand side; else len_b = 0).
+// Every lane's slot holds an odd number of elements (len | 1), so that the lanes' reads
+// of their own slots fall on distinct banks.  With `ahead` chunks in flight while one is
+// factored, the B ring has ahead + 1 buffers (the current one receives the solutions on
+// their way out) and the A ring ahead buffers, or ahead + 1 when the factors leave the
+// same way (`stage_lu`).  LuSetting.thread_stage_bytes in lu_settings.py computes the
+// same sum.
+__host__ __device__ constexpr long long lu_thread_slots(int len) { return 32ll * (len | 1); }
+__host__ __device__ constexpr long long lu_thread_warp_elems(int len_a, int len_b, int ahead, bool stage_lu) {
+  return (ahead + (stage_lu ? 1 : 0)) * lu_thread_slots(len_a) + (len_b > 0 ? (ahead + 1) * lu_thread_slots(len_b) : 0);
+}
+// The most chunks a warp keeps in flight (cp.async.wait_group takes an immediate).
+constexpr int LU_THREAD_MAX_AHEAD = 4;
+
+// Waits until at most `pending` (0 .. LU_THREAD_MAX_AHEAD - 1) of this thread's
+// committed copy groups are still in flight.
+__device__ __forceinline__ void lu_stage_wait(int pending) {
+  switch (pending) {
+    case 0: bdf::stage_wait<0>(); break;
+    case 1: bdf::stage_wait<1>(); break;
+    case 2: bdf::stage_wait<2>(); break;
+    default: bdf::stage_wait<3>(); break;
+  }
 }
 
 template <class M> struct LuUniformMatrix { static constexpr bool value = false; };
 template <typename T> struct LuUniformMatrix<bdf::UniformMatrix<T>> { static constexpr bool value = true; };
-template <class V> struct LuUniformVector { static constexpr bool value = false; };
-template <typename T> struct LuUniformVector<bdf::UniformVector<T>> { static constexpr bool value = true; };
 
 // The dynamic shared memory this launch was given (PTX %dynamic_smem_size): staging
-// happens only when the launcher gave the whole buffer.
+// happens only when the launcher gave the whole area.
 __device__ __forceinline__ unsigned lu_dynamic_smem_bytes() {
   unsigned bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
   return bytes;
 }
 
-// How a packed chunk of w * h elements in global memory (element r = f + g * w, f < w,
-// g < h) maps to a slot of shared memory (element r at f * fs + g * gs).  The kernel keeps
-// the chunk's own orientation with leading dimension NB (fs, gs = 1, NB: consecutive
-// threads on consecutive banks), so that each thread reads and writes its own slot at
-// compile-time offsets.  A vector: w = its length, h = 1.
-struct LuStageMap {
-  int w, h, fs, gs;
-};
-
-// Global <-> shared copy of `items` consecutive packed chunks (one run of items * w * h
-// elements at g; chunk q in slot s + q * SLOT) by the whole block, consecutive threads on
-// consecutive global elements.  TO_SHARED: by cp.async (every element in flight at once),
-// waited for; ends after a __syncthreads (the slots are complete).  Otherwise: begins
-// with a __syncthreads (the threads' slots are written) and ends with one (the slots may
-// be refilled).  Every thread of the block calls it; no division per element.
-template <bool TO_SHARED, int SLOT, int THREADS, typename T>
-__device__ void lu_stage(T* g, int items, LuStageMap mp, T* s) {
-  if (!TO_SHARED) __syncthreads();
-  const int len = mp.w * mp.h, total = items * len;
-  const int dq = THREADS / len, dr = THREADS - dq * len;
-  const int dg = dr / mp.w, df = dr - dg * mp.w;
-  int q = int(threadIdx.x) / len, r = int(threadIdx.x) - q * len;
-  int gi = r / mp.w, fi = r - gi * mp.w;
-  for (int e = threadIdx.x; e < total; e += THREADS) {
-    T* slot = s + q * SLOT + fi * mp.fs + gi * mp.gs;
-    if constexpr (TO_SHARED) bdf::copy_async(slot, g + e);
-    else g[e] = *slot;
-    fi += df;
-    gi += dg;
+// Copy between `items` packed chunks of `len` elements (one run at g) and a warp's slots
+// of `slot` elements (chunk q at s + q * slot), consecutive lanes on consecutive global
+// elements.  TO_SHARED: cp.async (issued, not committed or waited for); otherwise plain
+// loads from shared memory and stores to global memory.  Every lane of the warp calls
+// it; no division per element.
+template <bool TO_SHARED, typename T>
+__device__ __forceinline__ void lu_warp_copy(T* g, int items, int len, int slot, T* s, int lane) {
+  const int total = items * len, dq = 32 / len, dr = 32 - dq * len;
+  int q = lane / len, r = lane - q * len;
+  for (int e = lane; e < total; e += 32) {
+    if constexpr (TO_SHARED) bdf::copy_async(s + q * slot + r, g + e);
+    else g[e] = s[q * slot + r];
+    r += dr;
     q += dq;
-    if (fi >= mp.w) {
-      fi -= mp.w;
-      ++gi;
-    }
-    if (gi >= mp.h) {
-      gi -= mp.h;
+    if (r >= len) {
+      r -= len;
       ++q;
     }
   }
-  if constexpr (TO_SHARED) {
-    bdf::stage_commit();
-    bdf::stage_wait<0>();
-  }
-  __syncthreads();
 }
 
 // f(i, j) for every element of the leading m x n block of an NB x NB register matrix,
@@ -240,34 +240,82 @@ __device__ __forceinline__ void lu_thread_store(const T (&a)[NB][NB], T* dst, lo
 }
 
 // Item = one matrix, one thread; the same arguments and flags as getrf_fused_kernel.
-// LU may alias A (a thread reads its whole matrix, or the block its staged run, before
-// anything is written); X may alias B (each column is read completely, by the thread or
-// into shared memory, before it is written).  A singular matrix (info > 0) leaves X = B.
-// Shared memory: lu_thread_stage_bytes<T, NB, THREADS>() for the staged paths, or 0
-// (then every access is direct).  The grid-stride loop runs over blocks of THREADS
-// matrices with a 64-bit index: every thread of a block takes the same number of turns,
-// so the staging barriers are uniform.
+// Each warp takes chunks of 32 consecutive matrices (a grid-stride loop over chunks with
+// a 64-bit index, every lane taking the same turns).
+//
+// Pipeline: when the matrices are one packed run (uniform accessor, ld = rows, stride
+// = rows * cols, checked at run time) and the launch has shared memory for at least one
+// chunk ahead (lu_thread_warp_elems() per warp; the launcher sizes `ahead` to the
+// chunk's bytes), the warp copies its next `ahead` chunks of matrices (and of the one
+// packed right-hand side) into shared memory with cp.async while it factors the current
+// chunk, whose matrices the lanes hold in registers: the copies are contiguous
+// (coalesced whatever the orientation) and their latency hides behind the arithmetic.
+// Packed solutions and factors leave through the current chunk's buffers as contiguous
+// runs; pivots and info are stored directly.  Otherwise every lane reads and writes its
+// own elements directly.
+//
+// LU may alias A and X may alias B: a chunk's inputs are all read (into registers or
+// shared memory) before any of its outputs is written, and chunks are disjoint.  A
+// singular matrix (info > 0) leaves X = B.
 template <class MatA, class Vec, class IVec, int NB, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, lu_thread_min_blocks(NB * NB * sizeof(typename MatA::value_type)))
 getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                     int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   static_assert(NB >= 1 && NB <= 8, "the thread design unrolls over at most 8 x 8");
   static_assert(NB * NB * int(sizeof(T)) <= LU_THREAD_REG_BYTES, "the matrix would not fit in registers");
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
-  constexpr bool UNIFORM_A = LuUniformMatrix<MatA>::value;
-  constexpr bool UNIFORM_B = LuUniformVector<Vec>::value;
-  constexpr int SLOT = NB * NB + 1;
+  constexpr int WARPS = THREADS / 32;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s = reinterpret_cast<T*>(smem);
-  const bool can_stage = lu_dynamic_smem_bytes() >= unsigned(lu_thread_stage_bytes<T, NB, THREADS>());
   const bool a_trans = flags & LU_A_TRANS;
-  const int t = threadIdx.x;
+  const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
 
-  for (long long b0 = (long long)blockIdx.x * THREADS; b0 < count; b0 += (long long)gridDim.x * THREADS) {
-    const long long b = b0 + t;
+  // The pipeline's shape, uniform over the launch (the uniform accessor's fields and the
+  // shared memory the launcher gave: it decides how many chunks are in flight).
+  int ahead = 0, len_a = 0, len_b = 0;
+  bool stage_b = false, stage_x = false, stage_lu = false;
+  if constexpr (LuUniformMatrix<MatA>::value) {
+    const int vm = int(A.m), vn = int(A.n);  // the accessor's view: n x m when a_trans
+    len_a = vm * vn;
+    len_b = nrhs == 1 ? vm : 0;
+    stage_lu = (flags & LU_WRITE_LU) && LU.ld == LU.m && LU.stride == len_a;
+    const long long per_warp = lu_dynamic_smem_bytes() / sizeof(T) / WARPS;
+    const long long ea = lu_thread_slots(len_a), eb = len_b > 0 ? lu_thread_slots(len_b) : 0;
+    const long long fits = (per_warp - (stage_lu ? ea : 0) - eb) / (ea + eb);
+    const bool packed = vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == len_a;
+    ahead = packed && fits > 0 ? int(fits < LU_THREAD_MAX_AHEAD ? fits : LU_THREAD_MAX_AHEAD) : 0;
+    stage_lu = stage_lu && ahead > 0;
+    stage_b = ahead > 0 && len_b > 0 && B.inc == 1 && B.stride == len_b;
+    stage_x = ahead > 0 && len_b > 0 && X.inc == 1 && X.stride == len_b;
+  }
+  const bool pipe = ahead > 0;
+  const int slot_a = len_a | 1, slot_b = len_b | 1;
+  const int ring_a = ahead + (stage_lu ? 1 : 0), ring_b = ahead + 1;
+  T* sa = reinterpret_cast<T*>(smem) + warp * lu_thread_warp_elems(len_a, len_b, ahead, stage_lu);
+  T* sb = sa + ring_a * lu_thread_slots(len_a);
+
+  const long long chunks = (count + 31) / 32, step = (long long)gridDim.x * WARPS;
+  // cp.async of chunk c into A buffer ia and B buffer ib, committed as one group (empty
+  // past the last chunk, so that every turn commits exactly one)
+  auto prefetch = [&](long long c, int ia, int ib) {
+    if (c < chunks) {
+      const long long b0 = c * 32;
+      const int items = count - b0 < 32 ? int(count - b0) : 32;
+      lu_warp_copy<true>(A.matrix(b0), items, len_a, slot_a, sa + ia * lu_thread_slots(len_a), lane);
+      if (stage_b) lu_warp_copy<true>(B.vector(b0), items, len_b, slot_b, sb + ib * lu_thread_slots(len_b), lane);
+    }
+    bdf::stage_commit();
+  };
+  long long c = (long long)blockIdx.x * WARPS + warp;
+  for (int i = 0; i < ahead; ++i) prefetch(c + i * step, i, i);
+  // this turn's buffers, and those the chunk `ahead` turns later goes to
+  for (int cur_a = 0, cur_b = 0, next_a = ahead % (ring_a > 0 ? ring_a : 1), next_b = ahead % ring_b; c < chunks;
+       c += step) {
+    const long long b0 = c * 32, b = b0 + lane;
     const bool active = b < count;
-    const int items = count - b0 < THREADS ? int(count - b0) : THREADS;
+    const int items = count - b0 < 32 ? int(count - b0) : 32;
+    T* la = sa + cur_a * lu_thread_slots(len_a);  // this chunk's matrices, then its factors
+    T* lb = sb + cur_b * lu_thread_slots(len_b);  // its right-hand sides, then its solutions
     // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
     int m = 0, n = 0;
     if (active) {
@@ -275,29 +323,25 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
       n = a_trans ? A.rows(b) : A.cols(b);
     }
     const int kmin = m < n ? m : n;
+
+    // 1. the matrix into registers (from shared memory when pipelined)
     T a[NB][NB];
 #pragma unroll
     for (int i = 0; i < NB; ++i)
 #pragma unroll
       for (int j = 0; j < NB; ++j) a[i][j] = T(0);
-
-    // 1. the matrix into registers, staged when the block's matrices are one packed run
-    bool staged = false;
-    if constexpr (UNIFORM_A) {
-      const int vm = int(A.m), vn = int(A.n);  // the accessor's view: n x m when a_trans
-      staged = can_stage && vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == vm * vn;
-      if (staged) {  // uniform over the block
-        lu_stage<true, SLOT, THREADS>(A.matrix(b0), items, LuStageMap{vm, vn, 1, NB}, s);
-        if (active) {  // the slot holds the view with leading dimension NB; one branch each, constant offsets
-          if (a_trans) lu_thread_load<NB>(a, s + t * SLOT, NB, m, n, true);
-          else lu_thread_load<NB>(a, s + t * SLOT, NB, m, n, false);
-        }
-        __syncthreads();  // the slots are refilled below
-      }
+    if (pipe) {
+      lu_stage_wait(ahead - 1);  // this chunk's group (ahead - 1 later ones may be in flight)
+      __syncwarp();              // ... and every other lane's
     }
-    if (!staged && active) lu_thread_load<NB>(a, A.matrix(b), A.ldim(b), m, n, a_trans);
+    if (active) lu_thread_load<NB>(a, pipe ? la + lane * slot_a : A.matrix(b), A.ldim(b), m, n, a_trans);
+    if (pipe) {
+      __syncwarp();  // every lane has read its matrix (without stage_lu its buffer is next_a)
+      prefetch(c + ahead * step, next_a, next_b);
+    }
 
-    // 2. P A = L U in registers
+    // 2. P A = L U in registers; info and pivots stored directly, the factors
+    //    (column-major) through the chunk's A buffer when packed
     int ipiv[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) ipiv[j] = j;
@@ -312,77 +356,46 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
           p[j * piv.inc] = ipiv[j] + 1;
         }
       }
+      if (flags & LU_WRITE_LU)
+        lu_thread_store<NB>(a, stage_lu ? la + lane * slot_a : LU.matrix(b), stage_lu ? m : LU.ldim(b), m, n);
+    }
+    if (stage_lu) {
+      __syncwarp();
+      lu_warp_copy<false>(LU.matrix(b0), items, len_a, slot_a, la, lane);
     }
 
-    // 3. the factors (column-major), staged when the output is one packed run
-    if (flags & LU_WRITE_LU) {
-      bool staged_lu = false;
-      if constexpr (UNIFORM_A) {
-        const int lm = int(LU.m), ln = int(LU.n);
-        staged_lu = can_stage && lm >= 1 && lm <= NB && ln >= 1 && ln <= NB && LU.ld == lm && LU.stride == lm * ln;
-        if (staged_lu) {
-          if (active) lu_thread_store<NB>(a, s + t * SLOT, NB, m, n);
-          lu_stage<false, SLOT, THREADS>(LU.matrix(b0), items, LuStageMap{lm, ln, 1, NB}, s);
-        }
-      }
-      if (!staged_lu && active) lu_thread_store<NB>(a, LU.matrix(b), LU.ldim(b), m, n);
-    }
-
-    // 4. GESV (the launcher guarantees m == n): each right-hand side in registers; one
-    //    right-hand side stored as packed vectors is staged like the matrices
-    for (int c = 0; c < nrhs; ++c) {
+    // 3. GESV (the launcher guarantees m == n): each right-hand side in registers; a
+    //    staged one is read from, and its solution written to, this lane's B slot
+    for (int rhs = 0; rhs < nrhs; ++rhs) {
       T x[NB];
 #pragma unroll
       for (int i = 0; i < NB; ++i) x[i] = T(0);
-      bool staged_b = false, staged_x = false;
-      int len = 0;
-      if constexpr (UNIFORM_A && UNIFORM_B) {
-        len = int(A.m);
-        const bool one = can_stage && nrhs == 1 && len >= 1 && len <= NB;
-        staged_b = one && B.inc == 1 && B.stride == len;
-        staged_x = one && X.inc == 1 && X.stride == len;
-        if (staged_b) {
-          lu_stage<true, SLOT, THREADS>(B.vector(b0), items, LuStageMap{len, 1, 1, 0}, s);
-          if (active) {
-            const T* sb = s + t * SLOT;
+      if (active) {
+        const T* bv = stage_b ? lb + lane * slot_b : B.vector(b) + rhs * b_col;
+        const long long inc = stage_b ? 1 : B.inc;
 #pragma unroll
-            for (int i = 0; i < NB; ++i) {
-              if (i >= n) break;
-              x[i] = sb[i];
-            }
-          }
-          __syncthreads();  // the slots are refilled below
-        }
+        for (int i = 0; i < NB; ++i)
+          if (i < n) x[i] = bv[i * inc];
+        if (!fail) bdf::getrs_regs<NB>(n, a, ipiv, x);  // singular: LAPACK's xGESV leaves X = B
+        T* xv = stage_x ? lb + lane * slot_b : X.vector(b) + rhs * x_col;
+        const long long inc_x = stage_x ? 1 : X.inc;
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+          if (i < n) xv[i * inc_x] = x[i];
       }
-      if (!staged_b && active) {
-        const T* bv = B.vector(b) + c * b_col;
-#pragma unroll
-        for (int i = 0; i < NB; ++i) {
-          if (i >= n) break;
-          x[i] = bv[i * B.inc];
-        }
-      }
-      if (active && !fail) bdf::getrs_regs<NB>(n, a, ipiv, x);  // a singular matrix: LAPACK's xGESV leaves X = B
-      if (staged_x) {
-        if (active) {
-          T* sx = s + t * SLOT;
-#pragma unroll
-          for (int i = 0; i < NB; ++i) {
-            if (i >= n) break;
-            sx[i] = x[i];
-          }
-        }
-        lu_stage<false, SLOT, THREADS>(X.vector(b0), items, LuStageMap{len, 1, 1, 0}, s);
-      } else if (active) {
-        T* xv = X.vector(b) + c * x_col;
-#pragma unroll
-        for (int i = 0; i < NB; ++i) {
-          if (i >= n) break;
-          xv[i * X.inc] = x[i];
-        }
+      if (stage_x) {  // one right-hand side: the chunk's solutions leave as one run
+        __syncwarp();
+        lu_warp_copy<false>(X.vector(b0), items, len_b, slot_b, lb, lane);
       }
     }
+    if (pipe) {  // rotate the rings (the copies out above end before the next turn's __syncwarp)
+      cur_a = cur_a + 1 == ring_a ? 0 : cur_a + 1;
+      cur_b = cur_b + 1 == ring_b ? 0 : cur_b + 1;
+      next_a = next_a + 1 == ring_a ? 0 : next_a + 1;
+      next_b = next_b + 1 == ring_b ? 0 : next_b + 1;
+    }
   }
+  if (pipe) bdf::stage_wait<0>();  // nothing in flight at exit (the last prefetches are empty)
 }
 
 // --- rows design -----------------------------------------------------------------------

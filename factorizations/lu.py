@@ -26,6 +26,7 @@ from .. import _launch as ln
 from .._batch import MatrixBatch, members_vector, rows_vector
 from .._operands import matrix_operand, vector_operand, writable_directly
 from ..device_functions import build
+from ..settings import resident_blocks
 from . import _solvers as sv
 from . import trsv as trsv_module
 from .lu_settings import LU_SETTINGS, LuSetting, check_lu_setting, choose_lu_setting, plan_lu
@@ -620,7 +621,10 @@ def _launch_factor(layout, dtype, setting, plan, args):
     kernel = build.get_kernel(SOURCE, name)
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
-    kernel((plan.grid,), (plan.block,), args, shared_mem=plan.smem)
+    grid = plan.grid
+    if setting.thread and plan.smem:   # the pipeline runs within a warp's turns: every block resident
+        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
+    kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
 
 
 def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, overwrite_b=False,
@@ -636,10 +640,11 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     count = int(np.prod(batch, dtype=np.int64))
     kmin = min(m, n)
     itemsize = np.dtype(dtype).itemsize
-    setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit())
-    plan = plan_lu(setting, m, n, itemsize, count, _smem_limit())  # a setting that cannot run raises here
-    in_place = overwrite_a and _direct_f(A, batch, dtype)
+    setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit(), solving=Bm is not None and k > 0)
     keep_lu = want_lu or setting.blocked
+    plan = plan_lu(setting, m, n, itemsize, count, _smem_limit(),  # a setting that cannot run raises here
+                   nrhs=k if Bm is not None else 0, write_lu=keep_lu)
+    in_place = overwrite_a and _direct_f(A, batch, dtype)
     lu = (A if in_place else _new_f(xp, batch, m, n, dtype)) if keep_lu else None
     ipiv = xp.empty((*batch, kmin), np.int32) if (want_piv or setting.blocked) else None
     info = xp.empty(batch, np.int32)
@@ -794,7 +799,7 @@ def _factor_list_cupy(batch, lus, pivs, info, setting, dtype, rhs=None):
     m_max = max((m for m, _ in batch.shapes), default=0)
     n_max = max((n for _, n in batch.shapes), default=0)
     itemsize = np.dtype(dtype).itemsize
-    setting = setting or choose_lu_setting(m_max, n_max, itemsize, _smem_limit())
+    setting = setting or choose_lu_setting(m_max, n_max, itemsize, _smem_limit(), solving=rhs is not None)
     plan = plan_lu(setting, m_max, n_max, itemsize, count, _smem_limit())  # raises before any launch
     if not count:
         return True

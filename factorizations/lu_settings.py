@@ -14,7 +14,9 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   GESV solves in the same launch, as fused.  Instantiated only where the matrix's
   register array holds at most LU_THREAD_REG_BYTES (``compiled_for``): NB = 8 for
   float32, float64 and complex64, NB = 4 for every dtype.  Shared memory
-  (``stage_bytes``) stages the block's matrices when they are one packed run.
+  (``thread_stage_bytes``) lets each warp copy its next 32 matrices while it factors
+  the current ones, when they are one packed run; the grid is then capped at the
+  blocks the GPU holds at once (the launcher knows the kernel's registers).
 - ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB <= L, a group of L = threads
   lanes per matrix, lane i holding row i in registers (32 / L matrices per warp, blocks
   of ROWS_BLOCK threads); no shared memory and no barrier: the pivot search and the pivot
@@ -38,6 +40,10 @@ GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # the pivots and the addresses fit beside it without spilling: NB = 8 for 4- and 8-byte
 # elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
 LU_THREAD_REG_BYTES = 512
+# The thread design's pipeline: chunks of 32 matrices a warp keeps in flight while it
+# factors one (LU_THREAD_MAX_AHEAD in lu.cu), as many as hold about this many bytes.
+THREAD_MAX_AHEAD = 4
+THREAD_AHEAD_BYTES = 8192
 # The rows design's register array of one row (NB elements) holds at most 32 doubles' worth
 # (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; NB = 8
 # and 16 take at most 192 registers and 24 bytes of spill for every dtype).
@@ -99,9 +105,16 @@ class LuSetting:
             return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
         return not self.rows or self.nb * itemsize <= LU_ROWS_REG_BYTES
 
-    def stage_bytes(self, itemsize: int) -> int:
-        """Thread design: the staging buffer, lu_thread_stage_bytes() in lu.cu."""
-        return self.threads * (self.nb * self.nb + 1) * itemsize
+    def thread_stage_bytes(self, m: int, n: int, nrhs: int, itemsize: int, write_lu: bool = False) -> int:
+        """Thread design: the pipeline's shared memory for packed m x n matrices, ``nrhs``
+        right-hand sides (staged only when there is one) and factors stored or not: the
+        block's warps times lu_thread_warp_elems() in lu.cu, with as many chunks ahead
+        (1 to THREAD_MAX_AHEAD) as keep about THREAD_AHEAD_BYTES in flight per warp."""
+        slots_a = 32 * ((m * n) | 1)
+        slots_b = 32 * (n | 1) if nrhs == 1 else 0
+        ahead = max(1, min(THREAD_MAX_AHEAD, THREAD_AHEAD_BYTES // ((slots_a + slots_b) * itemsize)))
+        per_warp = (ahead + int(write_lu)) * slots_a + (ahead + 1) * slots_b
+        return self.threads // 32 * per_warp * itemsize
 
     @property
     def max_groups_per_block(self) -> int:
@@ -140,7 +153,7 @@ class LuSetting:
 FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting("fused", 16, 16),
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
-THREAD_SETTINGS = (LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
+THREAD_SETTINGS = (LuSetting("thread", 2, 128), LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
 # No rows32x32: measured on the H100 it ties with fused32x32 for GESV (912 vs 908 us,
 # float64) and loses for GETRF (1162 vs 840 us): n^2 / 2 pivot-row shuffles per matrix.
 ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16))
@@ -153,8 +166,10 @@ def panel_ld(m: int) -> int:
     return max(1, m | 1)
 
 
-def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> LuSetting:
-    """Default setting for the largest m and n of a batch.
+def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024,
+                      solving: bool = True) -> LuSetting:
+    """Default setting for the largest m and n of a batch, factored for a solve in the
+    same launch (``solving``) or alone (GETRF).
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers), then up to 64 the fused design (the smallest NB that covers the
@@ -162,7 +177,10 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py --sweep``, GESV with one right-hand side, 256 MB of operands):
     the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
-    (float64) to 3.3x (float32) at 8 x 8.  From 9 to 16, for elements of at most 8
+    (float64) to 3.3x (float32) at 8 x 8.  Session 8 (the thread design's pipeline
+    and its 2 x 2 setting): DGESV 290 us at 2 x 2, 182 at 4 x 4, 301 at 8 x 8; but GETRF
+    alone at 8 x 8 takes 491 us there (the factors leave through a second buffer of
+    matrices: 133 KiB of shared memory, one block per SM) against 290 us for rows8.  From 9 to 16, for elements of at most 8
     bytes (measured: float32 and float64), the rows design: 506 us against 652 us
     (float64) and 647 against 967 us (float32) at 16 x 16.  At 32 x 32 rows and fused
     are even (its pivot rows travel by shuffles: two per double, n^2 / 2 per matrix).
@@ -170,6 +188,8 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     size = max(m, n)
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
+            if not solving and size > 4 and s.nb == 8:
+                return ROWS_SETTINGS[0]   # GETRF alone from 5 to 8: see below
             return s
     rows16 = ROWS_SETTINGS[1]
     if size <= rows16.nb and itemsize <= 8:
@@ -193,13 +213,16 @@ class LuPlan:
     lds: int          # blocked: the panel's leading dimension (0 for fused and thread)
 
 
-def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: int, smem_limit: int) -> LuPlan:
-    """Grid, block and dynamic shared memory of one GETRF/GESV launch.
+def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: int, smem_limit: int,
+            nrhs: int = 0, write_lu: bool = True) -> LuPlan:
+    """Grid, block and dynamic shared memory of one GETRF/GESV launch (``nrhs``
+    right-hand sides solved in it, the factors stored or not).
 
     A fused or thread setting too small for the matrices, a thread setting not
     compiled for the element size, or a setting whose shared memory passes the
     device's limit, is a ValueError naming both.  The thread design's shared memory
-    (staging) is optional: 0 when its buffer passes the limit.
+    (its pipeline) is optional: 0 when it passes the limit.  Its grid covers every
+    chunk of 32 matrices once; the launcher caps it at the resident blocks.
     """
     if setting.solves_in_launch and max(m_max, n_max) > setting.nb:
         raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, "
@@ -209,7 +232,7 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (its {setting.nb} x "
                              f"{setting.nb} matrix of them passes the register budget of {LU_THREAD_REG_BYTES} "
                              f"bytes); use a smaller thread setting or a fused one")
-        smem = setting.stage_bytes(itemsize)
+        smem = setting.thread_stage_bytes(m_max, n_max, nrhs, itemsize, write_lu)
         grid = max(1, min(-(-count // setting.threads), 2**31 - 1))
         return LuPlan(grid, setting.threads, smem if smem <= smem_limit else 0, setting.threads, 0)
     if setting.rows:

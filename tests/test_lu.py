@@ -479,7 +479,7 @@ def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
 
 
 @pytest.mark.parametrize("setting", [None, FUSED_SETTINGS[1], FUSED_SETTINGS[3], BLOCKED_SETTINGS[0],
-                                     THREAD_SETTINGS[1], ROWS_SETTINGS[0]], ids=str)
+                                     THREAD_SETTINGS[-1], ROWS_SETTINGS[0]], ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
 def test_many_small_systems(xp, setting, dtype):
     """70,000 8x8 systems on the GPU (more than 65,535 blocks); 500 on the CPU."""
@@ -732,7 +732,7 @@ def test_register_designs_match_fused(xp, setting, dtype):
     gpu_only_setting(xp, setting)
     if not_compiled(setting, dtype):
         pytest.skip("thread setting not compiled for this dtype")
-    fused = next(s for s in FUSED_SETTINGS if s.nb == setting.nb)
+    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
     rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
     count = 300
     nb = setting.nb
@@ -784,6 +784,44 @@ def test_register_designs_match_fused(xp, setting, dtype):
             np.testing.assert_array_equal(to_np(X_w), to_np(X_ref))
 
 
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_pipeline_many_turns(xp, setting, dtype):
+    """Enough matrices (200,001) that every warp of the thread design's grid (capped at
+    the resident blocks) takes many chunks of 32 in turn: its pipeline prefetches the next
+    chunk, alternates the right-hand-side buffers and ends on a partial chunk.  C and F
+    packed batches, GESV with one right-hand side (staged in and out) and GETRF: info and
+    pivots equal to the fused design's, factors and X equal up to rounding; singular
+    matrices in the first and the last chunk keep X = B."""
+    gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
+    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+    rng = rng_for("pipeline", str(np.dtype(dtype)), str(setting))
+    count = 200_001
+    bad = np.zeros(count, bool)
+    bad[[3, count - 1]] = True
+    for n, a_layout in ((setting.nb - 1, "C"), (setting.nb, "F")):   # odd and even slots (n * n | 1)
+        A = lu_matrix(rng, (count,), n, n, dtype, "dominant")
+        A[bad, :, 0] = 0
+        B = random_array(rng, (count, n), dtype)
+        Ad, Bd = arrange(xp, A, a_layout), to_xp(xp, B)
+        poison_pool(xp, B.nbytes)
+        x, info = lu_module._gesv_arrays(Ad, Bd, False, False, setting, want_factors=False)[2:]
+        x_f, info_f = lu_module._gesv_arrays(Ad, Bd, False, False, fused, want_factors=False)[2:]
+        np.testing.assert_array_equal(to_np(info), np.where(bad, 1, 0))
+        np.testing.assert_array_equal(to_np(info), to_np(info_f))
+        x = to_np(x)
+        np.testing.assert_array_equal(x[bad], B[bad])
+        _close(x, to_np(x_f), dtype)
+        assert solve_ratio(A[~bad], x[~bad][..., None], B[~bad][..., None]) <= THRESHOLD
+        lu_t, piv_t, info_t = getrf(Ad, setting=setting)
+        lu_f, piv_f, _ = getrf(Ad, setting=fused)
+        np.testing.assert_array_equal(to_np(info_t), to_np(info_f))
+        np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f))
+        _close(to_np(lu_t), to_np(lu_f), dtype)
+
+
 @pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_lists(xp, setting, dtype):
@@ -794,7 +832,7 @@ def test_register_designs_lists(xp, setting, dtype):
         with pytest.raises(ValueError, match="not compiled for"):
             gesv([xp.eye(2, dtype=dtype)], [xp.ones(2, dtype)], setting=setting)
         return
-    fused = next(s for s in FUSED_SETTINGS if s.nb == setting.nb)
+    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
     rng = rng_for("thread-lists", str(np.dtype(dtype)), str(setting))
     for ns in ([setting.nb] * 130, [int(v) for v in rng.integers(0, setting.nb + 1, 150)]):
         As = [lu_matrix(rng, (), n, n, dtype, "rand") for n in ns]
@@ -838,6 +876,10 @@ def test_chooser_picks_registered_settings():
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
     assert len(names) == 3 * (compiled + 4)   # three layouts; laswp for each dtype
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
+    # GETRF alone: rows8 from 5 to 8 (the thread design's staged factors take a second buffer)
+    assert [str(choose_lu_setting(n, n, 8, solving=False)) for n in (2, 4, 5, 8, 9)] == \
+        ["lu_thread2x128", "lu_thread4x128", "lu_rows8x8", "lu_rows8x8", "lu_rows16x16"]
+    assert choose_lu_setting(2, 2, 8) == THREAD_SETTINGS[0] and choose_lu_setting(8, 8, 4) == THREAD_SETTINGS[-1]
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
     with pytest.raises(ValueError, match="no LU setting fits"):
         choose_lu_setting(100_000, 100_000, 16)
@@ -867,7 +909,8 @@ def test_plan_fits_shared_memory(setting):
             assert 1 <= plan.grid <= 2**31 - 1
             if setting.thread:   # a thread per matrix, the block's matrices staged in shared memory
                 assert plan.block == setting.threads == plan.groups and plan.lds == 0
-                assert plan.grid == -(-70_000 // setting.threads) and plan.smem == setting.stage_bytes(itemsize)
+                assert plan.grid == -(-70_000 // setting.threads)
+                assert plan.smem == setting.thread_stage_bytes(n, n, 0, itemsize, write_lu=True)
             elif setting.rows:   # 32 / L matrices per warp, no shared memory
                 assert plan.block == 128 and plan.groups == 128 // setting.threads and plan.smem == 0
                 assert plan.grid == -(-70_000 // plan.groups)
@@ -895,18 +938,28 @@ def test_thread_settings_plan_and_registration():
                 name = kernel_name("thread", layout, dt, s)
                 assert name.startswith("getrf_thread_kernel<")
                 assert (name in names) == s.compiled_for(itemsize), name
-    assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, False]   # no 8 x 8 complex128 in registers
-    s = THREAD_SETTINGS[1]
+    assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, True, False]   # no 8 x 8 complex128 in registers
+    s = THREAD_SETTINGS[-1]
     limit = 227 * 1024
     with pytest.raises(ValueError, match="takes matrices up to 8 x 8"):
         plan_lu(s, 9, 3, 8, 10, limit)
     with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
         plan_lu(s, 8, 8, 16, 10, limit)
     plan = plan_lu(s, 8, 8, 8, 2**31 + 5, limit)   # more matrices than 2^31: the grid covers them once
-    assert plan.block == 128 and plan.grid == -(-(2**31 + 5) // 128) and plan.smem == 128 * 65 * 8
+    assert plan.block == 128 and plan.grid == -(-(2**31 + 5) // 128) and plan.smem == 2 * 128 * 65 * 8
     assert plan_lu(s, 8, 8, 8, 2**40, limit).grid == 2**31 - 1   # capped: the grid-stride loop does the rest
     assert plan_lu(s, 8, 8, 8, 1000, 48 * 1024).smem == 0        # no room to stage: direct accesses
     assert plan_lu(s, 0, 0, 4, 0, limit).grid == 1
+    # the pipeline per warp: rings of buffers of 32 odd slots, as many chunks ahead as hold
+    # about 8 KiB (1 to 4); one more right-hand-side buffer than that (the solutions leave
+    # through the current one), and one more matrix buffer when the factors leave too;
+    # several right-hand sides are not staged
+    assert s.thread_stage_bytes(8, 8, 1, 8) == plan_lu(s, 8, 8, 8, 10, limit, nrhs=1, write_lu=False).smem \
+        == 4 * (1 * 32 * 65 + 2 * 32 * 9) * 8
+    assert plan_lu(s, 8, 8, 8, 10, limit, nrhs=1).smem == 4 * (2 * 32 * 65 + 2 * 32 * 9) * 8
+    assert s.thread_stage_bytes(2, 2, 1, 8, write_lu=True) == 4 * (5 * 32 * 5 + 5 * 32 * 3) * 8   # 4 ahead
+    assert s.thread_stage_bytes(4, 4, 1, 4) == 4 * (2 * 32 * 17 + 3 * 32 * 5) * 4                 # 2 ahead
+    assert s.thread_stage_bytes(8, 5, 0, 8) == s.thread_stage_bytes(8, 5, 2, 8) == 4 * 32 * 41 * 8
     assert s.fits(8, 5, 8, limit) and not s.fits(9, 1, 4, limit) and not s.fits(2, 2, 16, limit)
 
 

@@ -269,6 +269,14 @@ def section_lu():
         mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, 40, 33)]
         bt.getrf(mats)
         checks += 3
+    # The thread design's pipeline across turns: 200,001 matrices, so that every warp of
+    # the grid (capped at the resident blocks) takes several chunks, the last one partial.
+    for s in bt.LU_SETTINGS:
+        if s.thread:
+            T = rand((200_001, s.nb, s.nb), np.float64)
+            bt.gesv(T, rand((200_001, s.nb), np.float64), setting=s)
+            bt.getrf(T, setting=s)
+            checks += 2
 
 
 def section_qr():
