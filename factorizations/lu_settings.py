@@ -177,19 +177,22 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py --sweep``, GESV with one right-hand side, 256 MB of operands):
     the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
-    (float64) to 3.3x (float32) at 8 x 8.  Session 8 (the thread design's pipeline
-    and its 2 x 2 setting): DGESV 290 us at 2 x 2, 182 at 4 x 4, 301 at 8 x 8; but GETRF
-    alone at 8 x 8 takes 491 us there (the factors leave through a second buffer of
-    matrices: 133 KiB of shared memory, one block per SM) against 290 us for rows8.  From 9 to 16, for elements of at most 8
-    bytes (measured: float32 and float64), the rows design: 506 us against 652 us
-    (float64) and 647 against 967 us (float32) at 16 x 16.  At 32 x 32 rows and fused
-    are even (its pivot rows travel by shuffles: two per double, n^2 / 2 per matrix).
+    (float64) to 3.3x (float32) at 8 x 8.  Session 8 (the thread design's pipeline,
+    its 2 x 2 setting, interchanges skipped when the pivot is on the diagonal): DGESV
+    290 us at 2 x 2, 171 at 4 x 4, 208 at 8 x 8 (diagonally dominant matrices); but
+    GETRF alone at 8 x 8 takes 491 us there (the factors leave through a second
+    buffer of matrices: 133 KiB of shared memory, one block per SM) against 289 us
+    for rows8, so GETRF without a solve goes to rows8 from 5 to 8.  From 9 to 16, for
+    elements of at most 8 bytes (measured: float32 and float64), the rows design:
+    506 us against 652 us (float64) and 647 against 967 us (float32) at 16 x 16.  At
+    32 x 32 rows and fused are even (its pivot rows travel by shuffles: two per
+    double, n^2 / 2 per matrix).
     """
     size = max(m, n)
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
             if not solving and size > 4 and s.nb == 8:
-                return ROWS_SETTINGS[0]   # GETRF alone from 5 to 8: see below
+                return ROWS_SETTINGS[0]   # GETRF alone from 5 to 8 (measured: see above)
             return s
     rows16 = ROWS_SETTINGS[1]
     if size <= rows16.nb and itemsize <= 8:
