@@ -306,7 +306,31 @@ def resident_blocks(block_threads: int, smem_bytes: int, registers: int = 0) -> 
     return max(1, per_sm) * sms
 
 
-REGISTERS_PER_SM = 65536   # every GPU from sm_50 to sm_90
+REGISTERS_PER_SM = 65536
+
+
+def warp_pipe_bytes(threads: int, len_a: int, len_b: int, out_a: bool, itemsize: int,
+                    late: bool = False) -> int:
+    """Dynamic shared memory of bdf::warp_pipeline (device_functions/warp_pipeline.cuh)
+    for blocks of ``threads``: per warp, warp_pipe_elems() elements -- the A ring (one
+    buffer of 32 slots of ``len_a | 1`` elements, two when ``out_a`` and not ``late``)
+    and, when ``len_b`` > 0, the B ring (two buffers of 32 slots of ``len_b | 1``)."""
+    def slots(length):
+        return 32 * (length | 1)
+    per_warp = (2 if out_a and not late else 1) * slots(len_a) + (2 * slots(len_b) if len_b > 0 else 0)
+    return threads // 32 * per_warp * itemsize
+
+
+def warp_pipe_plan_bytes(threads: int, len_a: int, len_b: int, out_a: bool, itemsize: int,
+                         smem_limit: int) -> int:
+    """The shared memory to give a bdf::warp_pipeline launch: double-buffered when two
+    blocks of it still fit the limit (the pipeline hides latency only with several
+    warps per SM), else the late pipeline (one A buffer) when it fits, else 0 (off)."""
+    double = warp_pipe_bytes(threads, len_a, len_b, out_a, itemsize)
+    if 2 * (double + 1024) <= smem_limit + 1024:
+        return double
+    late = warp_pipe_bytes(threads, len_a, len_b, out_a, itemsize, late=True)
+    return late if late <= smem_limit else 0   # every GPU from sm_50 to sm_90
 
 
 _LIMITS_CACHE: dict[int, tuple[int, int, int]] = {}

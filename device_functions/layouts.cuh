@@ -21,6 +21,10 @@ template <typename T> struct UniformMatrix {
   __device__ long long ldim(long long) const { return ld; }
 };
 
+// Is M the uniform accessor (kernels that stream packed batches check its fields)?
+template <class M> struct is_uniform_matrix { static constexpr bool value = false; };
+template <typename T> struct is_uniform_matrix<UniformMatrix<T>> { static constexpr bool value = true; };
+
 // A device array of pointers to same-shape matrices with one leading dimension.
 // `offset` shifts every pointer (submatrices of every member, for recursive drivers).
 template <typename T> struct PointerMatrix {

@@ -24,6 +24,11 @@
 //           isnan(ajj)`).  Then columns < k - 1 hold L, S(k-1, k-1) holds the failed
 //           pivot (real), S(k:n, k-1) its updated, unscaled values, and the columns
 //           after it are untouched.  Nothing is divided by a non-positive pivot.
+//
+// bdf::potrf_regs / potrs_regs: the same factorization, and the solve with its factor, for
+// ONE thread holding the lower triangle of a matrix of at most NB x NB in registers
+// (the thread design of factorizations/cholesky.cu): element (i, j), i >= j, at a[i][j],
+// every index a compile-time constant after unrolling; no barrier.
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
@@ -56,6 +61,71 @@ __device__ int potrf_lower_columns(ThreadGroup<DIM_X * DIM_Y> g, int n, T* S, lo
     g.sync();  // column j final before the next column's GEMV reads it
   }
   return 0;
+}
+
+// bdf::potrf_regs: L L^H of the n x n matrix (n <= NB) whose lower triangle the thread
+// holds in a (a[i][j], i >= j; the rest is never read), in place, in potrf_lower_columns'
+// order: column j first receives the update of every column before it (k ascending),
+// then is scaled by the reciprocal of its pivot's square root (LAPACK's xPOTF2 scales by
+// 1 / ajj).  rdiag[j] = 1 / L(j, j) for potrs_regs.
+// Failure:  as potrf_lower_columns: returns 0 or the 1-based failing column k; then a
+//           holds L in columns < k - 1, the real failed pivot at (k-1, k-1), the updated
+//           column below it unscaled, and the columns after it untouched.
+template <int NB, typename T>
+__device__ __forceinline__ int potrf_regs(int n, T (&a)[NB][NB], typename real_of<T>::type (&rdiag)[NB]) {
+  using R = typename real_of<T>::type;
+  int info = 0;
+  // No early exit from the unrolled loop: with one, ptxas kept the diagonal in local
+  // memory (its value differs by exit path); a failed column only switches the rest off.
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j < n && info == 0) {
+#pragma unroll
+      for (int k = 0; k < j; ++k) {
+        const T ljk = conj_if(a[j][k], true);
+#pragma unroll
+        for (int i = j; i < NB; ++i)
+          if (i < n) a[i][j] -= a[i][k] * ljk;
+      }
+      const R d = real_part(a[j][j]);
+      if (d > R(0)) {
+        const R l = sqrt(d), r = R(1) / l;
+        rdiag[j] = r;
+        a[j][j] = T(l);
+#pragma unroll
+        for (int i = j + 1; i < NB; ++i)
+          if (i < n) a[i][j] = a[i][j] * r;
+      } else {  // not positive, or NaN
+        a[j][j] = T(d);
+        info = j + 1;
+      }
+    }
+  }
+  return info;
+}
+
+// bdf::potrs_regs: x = (L L^H)^{-1} x for the factor of potrf_regs (conj_l: with conj(L),
+// x = (conj(L) L^T)^{-1} x), both substitutions column-oriented (each solved unknown
+// updates the ones after it: independent multiply-adds), dividing by the diagonal through
+// rdiag.  A zero or NaN diagonal gives Inf / NaN (callers skip matrices with info > 0).
+template <int NB, typename T>
+__device__ __forceinline__ void potrs_regs(int n, const T (&a)[NB][NB], const typename real_of<T>::type (&rdiag)[NB],
+                                           T (&x)[NB], bool conj_l) {
+#pragma unroll
+  for (int k = 0; k < NB; ++k) {  // L y = x (or conj(L) y = x)
+    if (k >= n) break;
+    x[k] = x[k] * rdiag[k];
+#pragma unroll
+    for (int i = k + 1; i < NB; ++i)
+      if (i < n) x[i] -= conj_if(a[i][k], conj_l) * x[k];
+  }
+#pragma unroll
+  for (int k = NB - 1; k >= 0; --k) {  // L^H x = y (or L^T x = y)
+    if (k >= n) continue;
+    x[k] = x[k] * rdiag[k];
+#pragma unroll
+    for (int i = 0; i < k; ++i) x[i] -= conj_if(a[k][i], !conj_l) * x[k];
+  }
 }
 
 }  // namespace bdf

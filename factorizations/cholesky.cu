@@ -8,7 +8,11 @@
 // upper view L(i, j) = conj(X(j, i)), so one lower algorithm serves A = L L^H and
 // A = U^H U, and a row-major user matrix (the transpose of its view) needs no copy.
 //
-// Two designs (factorizations/cholesky_settings.py):
+// Three designs (factorizations/cholesky_settings.py):
+//   potrf_thread_kernel: one thread per matrix (n <= NB <= 8), the named triangle in its
+//     registers (bdf::potrf_regs), POSV's solves there too (bdf::potrs_regs); packed
+//     batches stream through shared memory a warp's chunk of 32 matrices at a time
+//     (bdf::warp_pipeline).
 //   potrf_fused_kernel: one thread group per matrix; the named triangle in shared
 //     memory (n x n, ld n), bdf::potrf_lower_columns, then (POSV, n <= 32) both
 //     triangular solves of each right-hand side in shared memory by bdf::trsv_tile.
@@ -24,6 +28,7 @@
 #include "potrf.cuh"
 #include "trsv.cuh"
 #include "vector.cuh"
+#include "warp_pipeline.cuh"
 
 // Launch flags (uniform over a launch).
 #define POTRF_LOWER 1       // the named triangle is the lower triangle of the stored view
@@ -220,3 +225,129 @@ potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
     g.sync();  // sD and ys are reused by the next matrix
   }
 }
+
+// --- thread design -------------------------------------------------------------------
+
+// The register array of one matrix's triangle, NB (NB + 1) / 2 elements, holds at most this
+// many bytes (CHOLESKY_THREAD_REG_BYTES in cholesky_settings.py): NB = 8 for float32,
+// float64 and complex64, NB = 4 for complex128 (8 x 8 would take 144 registers).
+constexpr int POTRF_THREAD_REG_BYTES = 512;
+
+// Item = one matrix, one thread; the same arguments and flags as potrf_fused_kernel.
+// Each warp takes chunks of 32 consecutive matrices (bdf::warp_pipeline).  When the
+// matrices are one packed run (uniform accessor, ld = n, stride = n * n) and the launcher
+// gave the shared memory, the warp copies its next chunk (and its one packed right-hand
+// side) into shared memory while it works on the current one from registers; a packed C
+// (the factor and C's other triangle) and packed solutions leave through the chunk's
+// buffers as contiguous runs.  Otherwise every lane reads and writes its own elements.
+//
+// Only the named triangle of A reaches the registers; C's other triangle gets zeros or A's
+// values (unless C is A).  C may alias A and X may alias B: a chunk's inputs are all read
+// before any of its outputs is written, and chunks are disjoint.  A failing matrix
+// (info > 0) leaves X = B.
+template <class Mat, class Vec, int NB, int THREADS, bool SOLVE>
+__global__ void __launch_bounds__(THREADS)
+potrf_thread_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info,
+                    int flags, long long count, int /*n_max*/) {
+  using T = typename Mat::value_type;
+  using R = typename bdf::real_of<T>::type;
+  static_assert(NB >= 1 && NB <= 8, "the thread design unrolls over at most 8 x 8");
+  static_assert(NB * (NB + 1) / 2 * int(sizeof(T)) <= POTRF_THREAD_REG_BYTES, "the triangle would not fit in registers");
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+  constexpr int WARPS = THREADS / 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const bool lower = flags & POTRF_LOWER, zero = flags & POTRF_ZERO_OTHER, inplace = flags & POTRF_INPLACE;
+  const bool conj_l = flags & POTRF_CONJ_SOLVE;
+  const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
+
+  // The pipeline, uniform over the launch: packed uniform matrices only; C and the one
+  // right-hand side go through it when they are packed too.
+  bdf::WarpPipe<T> pipe;
+  bool stage_x = false;
+  if constexpr (bdf::is_uniform_matrix<Mat>::value) {
+    const int n = int(A.n), len = n * n;
+    if (n >= 1 && n <= NB && A.ld == n && A.stride == len) {
+      const int len_b = SOLVE && nrhs == 1 ? n : 0;
+      const bool out_a = C.ld == n && C.stride == len;
+      const bool in_b = len_b > 0 && B.inc == 1 && B.stride == len_b;
+      pipe = bdf::warp_pipe<T>(smem, warp, WARPS, A.base, len, in_b ? B.base : nullptr, len_b, out_a);
+      stage_x = pipe.sb && X.inc == 1 && X.stride == len_b;
+    }
+  }
+
+  bdf::warp_pipeline(pipe, count, (long long)blockIdx.x * WARPS + warp, (long long)gridDim.x * WARPS, lane,
+                     [&](const bdf::WarpTurn<T>& t) {
+    const long long b = t.b0 + lane;
+    const bool active = b < count;
+    const int n = active ? A.rows(b) : 0;
+    // stored element (r, s) of the view at v[r * rs + s * cs]: L(i, j) = X(i, j) for a
+    // lower view, conj(X(j, i)) for an upper one
+    const T* a_src = t.a ? t.a : active ? A.matrix(b) : nullptr;  // (no accessor read past the batch)
+    const long long lda = t.a || !active ? n : A.ldim(b);
+    const long long ars = lower ? 1 : lda, acs = lower ? lda : 1;
+
+    // 1. the named triangle into registers (from this lane's slot when pipelined)
+    T a[NB][NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int i = j; i < NB; ++i) {
+        a[i][j] = T(0);
+        if (i < n) a[i][j] = bdf::conj_if(a_src[i * ars + j * acs], !lower);
+      }
+    if (active && !pipe.out_a) {  // C's other triangle, while A is at hand (C may be A)
+      T* c = C.matrix(b);
+      const long long ldc = C.ldim(b);
+      if (zero || !inplace)
+        for (int s = 0; s < n; ++s)
+          for (int r = 0; r < n; ++r)
+            if (!potrf_named(lower, r, s)) c[r + s * ldc] = zero ? T(0) : a_src[r + s * lda];
+    }
+    t.loaded();
+
+    // 2. the factor in registers; info stored directly, C (column-major view) through the
+    //    chunk's A buffer when packed, where A's other triangle already is
+    R rdiag[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) rdiag[j] = R(0);
+    const int fail = active ? bdf::potrf_regs<NB>(n, a, rdiag) : 0;
+    if (active) {
+      info[b] = fail;
+      T* c = pipe.out_a ? t.a : C.matrix(b);
+      const long long ldc = pipe.out_a ? n : C.ldim(b);
+      const long long crs = lower ? 1 : ldc, ccs = lower ? ldc : 1;
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int i = j; i < NB; ++i)
+          if (i < n) {
+            c[i * crs + j * ccs] = bdf::conj_if(a[i][j], !lower);
+            if (pipe.out_a && zero && i != j) c[j * crs + i * ccs] = T(0);
+          }
+    }
+    if (pipe.out_a) t.flush_a(C.matrix(t.b0));
+
+    // 3. POSV: each right-hand side in registers; a staged one is read from, and its
+    //    solution written to, this lane's B slot
+    for (int rhs = 0; SOLVE && rhs < nrhs; ++rhs) {
+      T x[NB];
+#pragma unroll
+      for (int i = 0; i < NB; ++i) x[i] = T(0);
+      if (active) {
+        const T* bv = pipe.b_src ? t.b : B.vector(b) + rhs * b_col;
+        const long long inc = pipe.b_src ? 1 : B.inc;
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+          if (i < n) x[i] = bv[i * inc];
+        if (!fail) bdf::potrs_regs<NB>(n, a, rdiag, x, conj_l);  // failed: LAPACK's xPOSV leaves X = B
+        T* xv = stage_x ? t.b : X.vector(b) + rhs * x_col;
+        const long long inc_x = stage_x ? 1 : X.inc;
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+          if (i < n) xv[i * inc_x] = x[i];
+      }
+      if (stage_x) t.flush_b(X.vector(t.b0));  // one right-hand side: the chunk's solutions as one run
+    }
+  });
+}
+

@@ -24,6 +24,7 @@ from .. import _launch as ln
 from .._batch import MatrixBatch, rows_vector
 from .._operands import matrix_operand, writable_directly
 from ..device_functions import build
+from ..settings import resident_blocks
 from . import _solvers as sv
 from . import trsv as _trsv
 from .cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTINGS, CholeskySetting,
@@ -38,8 +39,11 @@ NOT_POSITIVE_DEFINITE = sv.Failure("matrix is not positive definite", "a non-pos
 
 
 def kernel_name(layout: str, dtype, setting: CholeskySetting, solve: bool = False) -> str:
-    """solve: the fused kernel with POSV's solves compiled in (settings that can solve)."""
+    """solve: the thread or fused kernel with POSV's solves compiled in (settings that can solve)."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    if setting.thread:
+        return (f"potrf_thread_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
+                f"{setting.template_args()}, {'true' if solve else 'false'}>")
     if setting.fused:
         return (f"potrf_fused_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
                 f"{setting.template_args()}, {'true' if solve else 'false'}>")
@@ -48,6 +52,7 @@ def kernel_name(layout: str, dtype, setting: CholeskySetting, solve: bool = Fals
 
 build.register(SOURCE, [kernel_name(layout, dt, s, solve) for layout in ln.LAYOUT_ACCESSORS
                         for dt in ar.SUPPORTED_DTYPES for s in CHOLESKY_SETTINGS
+                        if s.compiled_for(np.dtype(dt).itemsize)
                         for solve in ((False, True) if s.can_solve(1) else (False,))])
 
 
@@ -430,11 +435,15 @@ def _factor_numpy(A, dtype, lower, overwrite, zero_other):
 
 
 def _launch(layout, dtype, setting, n_max, count, args, nrhs=0):
-    plan = plan_cholesky(setting, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit(), nrhs)
+    plan = plan_cholesky(setting, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit(), nrhs,
+                         packed=layout == "uniform")
     kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, nrhs > 0))
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
-    kernel((plan.grid,), (plan.block,), args, shared_mem=plan.smem)
+    grid = plan.grid
+    if setting.thread and plan.smem:   # the pipeline runs within a warp's turns: every block resident
+        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
+    kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
 
 
 def _dummy_vectors(layout):
@@ -483,7 +492,7 @@ def _factor_cupy(xp, A, dtype, lower, overwrite, zero_other, setting):
     info = xp.empty(batch, np.int32)   # every matrix's entry is written by the kernel
     setting = setting or choose_cholesky_setting(n, dtype.itemsize, sv.smem_limit())
     flags = _flags(lower != a.transposed, inplace, zero_other)
-    if setting.fused:
+    if setting.fused or setting.thread:
         args = (_pack(a), _pack(c), *_dummy_vectors("uniform"), info, flags, np.int64(count), np.int32(n))
     else:
         args = (_pack(a), _pack(c), info, flags, np.int64(count))
@@ -549,7 +558,7 @@ def _factor_list(A, lower, zero_other, setting, B=None):
         setting = setting or choose_cholesky_setting(n_max, dtype.itemsize, sv.smem_limit())
         flags = _flags(lower != batch.transposed, False, zero_other)
         a, c = batch.struct(), out_batch.struct(batch.layout)
-        if setting.fused:
+        if setting.fused or setting.thread:
             args = (a, c, *_dummy_vectors(batch.layout), info, flags, np.int64(count), np.int32(n_max))
         else:
             args = (a, c, info, flags, np.int64(count))

@@ -2,6 +2,13 @@
 
 A setting becomes template arguments of ``factorizations/cholesky.cu``:
 
+``thread`` one thread per matrix (n <= ``nb`` <= 8) holds the named triangle in its
+           registers, factors it and, for POSV, solves there too (one launch); blocks of
+           DIM_X threads.  Compiled where the triangle's nb (nb + 1) / 2 elements take at
+           most THREAD_REG_BYTES (``compiled_for``: nb = 8 for float32, float64 and
+           complex64, nb <= 4 for complex128).  Packed batches stream through shared
+           memory, a warp's chunk of 32 matrices at a time (``thread_stage_bytes``,
+           bdf::warp_pipeline); the grid is then capped at the resident blocks.
 ``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
            named triangle in shared memory (n x n elements), factors it column by
            column (left-looking, one GEMV per column) and, for POSV, solves the
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import check_setting
+from ..settings import check_setting, warp_pipe_plan_bytes
 
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # potrf_block_threads() in factorizations/cholesky.cu for groups <= 32
@@ -28,12 +35,14 @@ SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks 
 PANEL = 32               # POTRF_NB in cholesky.cu: the blocked design's panel width (one warp's tile)
 GEMM_BLK, GEMM_BLK_K = 32, 16   # the trailing update's gemm_tile (POTRF_GEMM_* in cholesky.cu)
 SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 32
+THREAD_REG_BYTES = 512   # POTRF_THREAD_REG_BYTES in cholesky.cu: the thread design's triangle
 
 
 @dataclass(frozen=True)
 class CholeskySetting:
-    """``design`` 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix (the
-    shape of the GEMV that updates each column).  ``fuse_solve`` False: a fused
+    """``design`` 'thread', 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix (the
+    shape of the GEMV that updates each column), or for 'thread' DIM_X threads per
+    block, one matrix of at most ``nb`` x ``nb`` each.  ``fuse_solve`` False: a fused
     setting that leaves POSV's solves to the TRSV kernels (a second and third
     launch) instead of compiling them into the factorization, whose register
     use they raise (double, 32 x 4 threads: 160 registers with the solve, 56
@@ -43,14 +52,29 @@ class CholeskySetting:
     dim_x: int
     dim_y: int = 1
     fuse_solve: bool = True
+    nb: int = 0
 
     @property
     def group_threads(self) -> int:
-        return self.dim_x * self.dim_y
+        return 1 if self.thread else self.dim_x * self.dim_y
 
     @property
     def fused(self) -> bool:
         return self.design == "fused"
+
+    @property
+    def thread(self) -> bool:
+        return self.design == "thread"
+
+    def compiled_for(self, itemsize: int) -> bool:
+        """Is this setting instantiated for elements of ``itemsize`` bytes?"""
+        return not self.thread or self.nb * (self.nb + 1) // 2 * itemsize <= THREAD_REG_BYTES
+
+    def thread_stage_bytes(self, n: int, nrhs: int, itemsize: int, smem_limit: int) -> int:
+        """Thread design: the pipeline's shared memory (bdf::warp_pipeline) for packed
+        n x n matrices whose factor C leaves through it, with the one right-hand side
+        staged when there is one: double-buffered, late or 0 (warp_pipe_plan_bytes)."""
+        return warp_pipe_plan_bytes(self.dim_x, n * n, n if nrhs == 1 else 0, True, itemsize, smem_limit)
 
     @property
     def max_groups_per_block(self) -> int:
@@ -62,7 +86,10 @@ class CholeskySetting:
         return self.group_threads * GEMV_UNROLL if self.group_threads > 32 else 0
 
     def can_solve(self, n_max: int) -> bool:
-        """Can the fused kernel also solve (POSV in one launch): one trsv_tile per solve."""
+        """Can the kernel also solve (POSV in one launch): the thread design always, the
+        fused one with one trsv_tile per solve."""
+        if self.thread:
+            return n_max <= self.nb
         return self.fused and self.fuse_solve and n_max <= min(self.group_threads, SOLVE_MAX)
 
     def group_bytes(self, n_max: int, itemsize: int, nrhs: int = 0) -> int:
@@ -76,9 +103,11 @@ class CholeskySetting:
         return -(-(elems * itemsize) // 16) * 16
 
     def template_args(self) -> str:
-        return f"{self.dim_x}, {self.dim_y}"
+        return f"{self.nb}, {self.dim_x}" if self.thread else f"{self.dim_x}, {self.dim_y}"
 
     def __str__(self) -> str:
+        if self.thread:
+            return f"potrf_thread{self.nb}x{self.dim_x}"
         return f"potrf{self.dim_x}x{self.dim_y}{self.design}{'' if self.fuse_solve else '_apart'}"
 
 
@@ -93,20 +122,25 @@ FUSED_SETTINGS = (
     CholeskySetting("fused", 32, 4, fuse_solve=False),
 )
 BLOCKED_SETTINGS = (CholeskySetting("blocked", 32, 4), CholeskySetting("blocked", 32, 8))
+THREAD_SETTINGS = tuple(CholeskySetting("thread", 128, nb=nb) for nb in (2, 4, 8))
 # Every setting a launcher may pick (each a registered instantiation, compiled in CI).
-CHOLESKY_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS
+CHOLESKY_SETTINGS = THREAD_SETTINGS + FUSED_SETTINGS + BLOCKED_SETTINGS
 
 
 def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1024) -> CholeskySetting:
     """Default setting for the largest n of a batch (first guesses, to be measured
     with ``bench/posv.py``).
 
-    Up to 32: the smallest power-of-two lane group that covers n (a lane per row,
-    one trsv_tile per solve, several matrices per block).  Up to 64: the fused
+    Up to 8 the thread design where it is compiled (one thread per matrix, the
+    smallest nb that covers n).  Up to 32: the smallest power-of-two lane group that
+    covers n (a lane per row, one trsv_tile per solve, several matrices per block).  Up to 64: the fused
     design with four warps while n^2 elements stay under the 48 KiB soft limit
     (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256 on
     (more trailing-update tiles per panel than four warps cover).
     """
+    for s in THREAD_SETTINGS:
+        if n <= s.nb and s.compiled_for(itemsize):
+            return s
     for s in FUSED_SETTINGS[:4]:
         if n <= s.group_threads:
             return s
@@ -125,13 +159,28 @@ class CholeskyPlan:
 
 
 def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: int, smem_limit: int,
-                  nrhs: int = 0) -> CholeskyPlan:
+                  nrhs: int = 0, packed: bool = True) -> CholeskyPlan:
     """Grid, block and dynamic shared memory of one launch (pure: testable on the CPU).
+
+    A thread setting too small for n_max or not compiled for the element size is a
+    ValueError; its shared memory (the pipeline, only for a ``packed`` uniform batch)
+    is optional, and its grid covers every chunk of 32 matrices once (the launcher
+    caps it at the resident blocks when the pipeline runs).
 
     Sub-warp groups share a block; fewer of them are launched when their shared
     memory would pass 48 KiB.  A fused setting whose one group exceeds the
     device's limit, or a solve the fused kernel cannot do, is a ValueError.
     """
+    if setting.thread:
+        if n_max > setting.nb:
+            raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, got n = {n_max}")
+        if not setting.compiled_for(itemsize):
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (the triangle of "
+                             f"an {setting.nb} x {setting.nb} matrix passes the register budget of "
+                             f"{THREAD_REG_BYTES} bytes); use a smaller thread setting or a fused one")
+        smem = setting.thread_stage_bytes(n_max, nrhs, itemsize, smem_limit) if packed else 0
+        grid = max(1, min(-(-count // setting.dim_x), 2**31 - 1))
+        return CholeskyPlan(grid, setting.dim_x, smem, setting.dim_x)
     if nrhs and not setting.can_solve(n_max):
         raise ValueError(f"setting {setting} cannot solve in the same launch for n = {n_max} "
                          f"(the fused solve needs n <= min(group threads, {SOLVE_MAX}))")

@@ -33,6 +33,7 @@
 #include "stage.cuh"
 #include "trsv.cuh"
 #include "vector.cuh"
+#include "warp_pipeline.cuh"
 
 // Launch flags of the fused kernel.
 #define LU_A_TRANS 1   // A's accessor is the transposed (column-major) view of the user's matrix
@@ -150,65 +151,6 @@ __host__ __device__ constexpr int lu_thread_min_blocks(int matrix_bytes) {
   return matrix_bytes <= 32 ? 5 : matrix_bytes <= 128 ? 4 : 1;
 }
 
-// The thread design's pipeline keeps, per warp, rings of buffers in shared memory: one
-// buffer of A holds a chunk's 32 packed matrices of len_a elements, one of B its 32
-// right-hand sides of len_b (only for one packed right-hand side; else len_b = 0).
-// Every lane's slot holds an odd number of elements (len | 1), so that the lanes' reads
-// of their own slots fall on distinct banks.  With `ahead` chunks in flight while one is
-// factored, the B ring has ahead + 1 buffers (the current one receives the solutions on
-// their way out) and the A ring ahead buffers, or ahead + 1 when the factors leave the
-// same way (`stage_lu`).  LuSetting.thread_stage_bytes in lu_settings.py computes the
-// same sum.
-__host__ __device__ constexpr long long lu_thread_slots(int len) { return 32ll * (len | 1); }
-__host__ __device__ constexpr long long lu_thread_warp_elems(int len_a, int len_b, int ahead, bool stage_lu) {
-  return (ahead + (stage_lu ? 1 : 0)) * lu_thread_slots(len_a) + (len_b > 0 ? (ahead + 1) * lu_thread_slots(len_b) : 0);
-}
-// The most chunks a warp keeps in flight (cp.async.wait_group takes an immediate).
-constexpr int LU_THREAD_MAX_AHEAD = 4;
-
-// Waits until at most `pending` (0 .. LU_THREAD_MAX_AHEAD - 1) of this thread's
-// committed copy groups are still in flight.
-__device__ __forceinline__ void lu_stage_wait(int pending) {
-  switch (pending) {
-    case 0: bdf::stage_wait<0>(); break;
-    case 1: bdf::stage_wait<1>(); break;
-    case 2: bdf::stage_wait<2>(); break;
-    default: bdf::stage_wait<3>(); break;
-  }
-}
-
-template <class M> struct LuUniformMatrix { static constexpr bool value = false; };
-template <typename T> struct LuUniformMatrix<bdf::UniformMatrix<T>> { static constexpr bool value = true; };
-
-// The dynamic shared memory this launch was given (PTX %dynamic_smem_size): staging
-// happens only when the launcher gave the whole area.
-__device__ __forceinline__ unsigned lu_dynamic_smem_bytes() {
-  unsigned bytes;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-  return bytes;
-}
-
-// Copy between `items` packed chunks of `len` elements (one run at g) and a warp's slots
-// of `slot` elements (chunk q at s + q * slot), consecutive lanes on consecutive global
-// elements.  TO_SHARED: cp.async (issued, not committed or waited for); otherwise plain
-// loads from shared memory and stores to global memory.  Every lane of the warp calls
-// it; no division per element.
-template <bool TO_SHARED, typename T>
-__device__ __forceinline__ void lu_warp_copy(T* g, int items, int len, int slot, T* s, int lane) {
-  const int total = items * len, dq = 32 / len, dr = 32 - dq * len;
-  int q = lane / len, r = lane - q * len;
-  for (int e = lane; e < total; e += 32) {
-    if constexpr (TO_SHARED) bdf::copy_async(s + q * slot + r, g + e);
-    else g[e] = s[q * slot + r];
-    r += dr;
-    q += dq;
-    if (r >= len) {
-      r -= len;
-      ++q;
-    }
-  }
-}
-
 // f(i, j) for every element of the leading m x n block of an NB x NB register matrix,
 // column by column, the loops unrolled over NB (so a[i][j] stays in registers).
 template <int NB, class F>
@@ -240,19 +182,13 @@ __device__ __forceinline__ void lu_thread_store(const T (&a)[NB][NB], T* dst, lo
 }
 
 // Item = one matrix, one thread; the same arguments and flags as getrf_fused_kernel.
-// Each warp takes chunks of 32 consecutive matrices (a grid-stride loop over chunks with
-// a 64-bit index, every lane taking the same turns).
-//
-// Pipeline: when the matrices are one packed run (uniform accessor, ld = rows, stride
-// = rows * cols, checked at run time) and the launch has shared memory for at least one
-// chunk ahead (lu_thread_warp_elems() per warp; the launcher sizes `ahead` to the
-// chunk's bytes), the warp copies its next `ahead` chunks of matrices (and of the one
-// packed right-hand side) into shared memory with cp.async while it factors the current
-// chunk, whose matrices the lanes hold in registers: the copies are contiguous
-// (coalesced whatever the orientation) and their latency hides behind the arithmetic.
-// Packed solutions and factors leave through the current chunk's buffers as contiguous
-// runs; pivots and info are stored directly.  Otherwise every lane reads and writes its
-// own elements directly.
+// Each warp takes chunks of 32 consecutive matrices (bdf::warp_pipeline).  When the
+// matrices are one packed run (uniform accessor, ld = rows, stride = rows * cols,
+// checked at run time) and the launcher gave the shared memory, the warp copies its next
+// chunk of matrices (and of the one packed right-hand side) into shared memory while it
+// factors the current one from registers; packed factors and solutions leave through the
+// chunk's buffers as contiguous runs; pivots and info are stored directly.  Otherwise
+// every lane reads and writes its own elements directly.
 //
 // LU may alias A and X may alias B: a chunk's inputs are all read (into registers or
 // shared memory) before any of its outputs is written, and chunks are disjoint.  A
@@ -270,52 +206,26 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
   const bool a_trans = flags & LU_A_TRANS;
   const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x / 32);
 
-  // The pipeline's shape, uniform over the launch (the uniform accessor's fields and the
-  // shared memory the launcher gave: it decides how many chunks are in flight).
-  int ahead = 0, len_a = 0, len_b = 0;
-  bool stage_b = false, stage_x = false, stage_lu = false;
-  if constexpr (LuUniformMatrix<MatA>::value) {
-    const int vm = int(A.m), vn = int(A.n);  // the accessor's view: n x m when a_trans
-    len_a = vm * vn;
-    len_b = nrhs == 1 ? vm : 0;
-    stage_lu = (flags & LU_WRITE_LU) && LU.ld == LU.m && LU.stride == len_a;
-    const long long per_warp = lu_dynamic_smem_bytes() / sizeof(T) / WARPS;
-    const long long ea = lu_thread_slots(len_a), eb = len_b > 0 ? lu_thread_slots(len_b) : 0;
-    const long long fits = (per_warp - (stage_lu ? ea : 0) - eb) / (ea + eb);
-    const bool packed = vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == len_a;
-    ahead = packed && fits > 0 ? int(fits < LU_THREAD_MAX_AHEAD ? fits : LU_THREAD_MAX_AHEAD) : 0;
-    stage_lu = stage_lu && ahead > 0;
-    stage_b = ahead > 0 && len_b > 0 && B.inc == 1 && B.stride == len_b;
-    stage_x = ahead > 0 && len_b > 0 && X.inc == 1 && X.stride == len_b;
-  }
-  const bool pipe = ahead > 0;
-  const int slot_a = len_a | 1, slot_b = len_b | 1;
-  const int ring_a = ahead + (stage_lu ? 1 : 0), ring_b = ahead + 1;
-  T* sa = reinterpret_cast<T*>(smem) + warp * lu_thread_warp_elems(len_a, len_b, ahead, stage_lu);
-  T* sb = sa + ring_a * lu_thread_slots(len_a);
-
-  const long long chunks = (count + 31) / 32, step = (long long)gridDim.x * WARPS;
-  // cp.async of chunk c into A buffer ia and B buffer ib, committed as one group (empty
-  // past the last chunk, so that every turn commits exactly one)
-  auto prefetch = [&](long long c, int ia, int ib) {
-    if (c < chunks) {
-      const long long b0 = c * 32;
-      const int items = count - b0 < 32 ? int(count - b0) : 32;
-      lu_warp_copy<true>(A.matrix(b0), items, len_a, slot_a, sa + ia * lu_thread_slots(len_a), lane);
-      if (stage_b) lu_warp_copy<true>(B.vector(b0), items, len_b, slot_b, sb + ib * lu_thread_slots(len_b), lane);
+  // The pipeline, uniform over the launch: packed uniform matrices only (their view is
+  // n x m when a_trans); the factors and the one right-hand side go through it when
+  // they are packed too.
+  bdf::WarpPipe<T> pipe;
+  bool stage_x = false;
+  if constexpr (bdf::is_uniform_matrix<MatA>::value) {
+    const int vm = int(A.m), vn = int(A.n), len = vm * vn;
+    if (vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == len) {
+      const int len_b = nrhs == 1 ? vm : 0;
+      const bool out_a = (flags & LU_WRITE_LU) && LU.ld == LU.m && LU.stride == len;
+      const bool in_b = len_b > 0 && B.inc == 1 && B.stride == len_b;
+      pipe = bdf::warp_pipe<T>(smem, warp, WARPS, A.base, len, in_b ? B.base : nullptr, len_b, out_a);
+      stage_x = pipe.sb && X.inc == 1 && X.stride == len_b;
     }
-    bdf::stage_commit();
-  };
-  long long c = (long long)blockIdx.x * WARPS + warp;
-  for (int i = 0; i < ahead; ++i) prefetch(c + i * step, i, i);
-  // this turn's buffers, and those the chunk `ahead` turns later goes to
-  for (int cur_a = 0, cur_b = 0, next_a = ahead % (ring_a > 0 ? ring_a : 1), next_b = ahead % ring_b; c < chunks;
-       c += step) {
-    const long long b0 = c * 32, b = b0 + lane;
+  }
+
+  bdf::warp_pipeline(pipe, count, (long long)blockIdx.x * WARPS + warp, (long long)gridDim.x * WARPS, lane,
+                     [&](const bdf::WarpTurn<T>& t) {
+    const long long b = t.b0 + lane;
     const bool active = b < count;
-    const int items = count - b0 < 32 ? int(count - b0) : 32;
-    T* la = sa + cur_a * lu_thread_slots(len_a);  // this chunk's matrices, then its factors
-    T* lb = sb + cur_b * lu_thread_slots(len_b);  // its right-hand sides, then its solutions
     // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
     int m = 0, n = 0;
     if (active) {
@@ -324,21 +234,14 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
     }
     const int kmin = m < n ? m : n;
 
-    // 1. the matrix into registers (from shared memory when pipelined)
+    // 1. the matrix into registers (from this lane's slot when pipelined)
     T a[NB][NB];
 #pragma unroll
     for (int i = 0; i < NB; ++i)
 #pragma unroll
       for (int j = 0; j < NB; ++j) a[i][j] = T(0);
-    if (pipe) {
-      lu_stage_wait(ahead - 1);  // this chunk's group (ahead - 1 later ones may be in flight)
-      __syncwarp();              // ... and every other lane's
-    }
-    if (active) lu_thread_load<NB>(a, pipe ? la + lane * slot_a : A.matrix(b), A.ldim(b), m, n, a_trans);
-    if (pipe) {
-      __syncwarp();  // every lane has read its matrix (without stage_lu its buffer is next_a)
-      prefetch(c + ahead * step, next_a, next_b);
-    }
+    if (active) lu_thread_load<NB>(a, t.a ? t.a : A.matrix(b), A.ldim(b), m, n, a_trans);
+    t.loaded();
 
     // 2. P A = L U in registers; info and pivots stored directly, the factors
     //    (column-major) through the chunk's A buffer when packed
@@ -346,6 +249,7 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
 #pragma unroll
     for (int j = 0; j < NB; ++j) ipiv[j] = j;
     const int fail = active ? bdf::getf2_regs<NB>(m, n, a, ipiv) : 0;
+    const bool out_a = pipe.out_a;
     if (active) {
       info[b] = fail;
       if (flags & LU_WRITE_PIV) {
@@ -356,13 +260,9 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
           p[j * piv.inc] = ipiv[j] + 1;
         }
       }
-      if (flags & LU_WRITE_LU)
-        lu_thread_store<NB>(a, stage_lu ? la + lane * slot_a : LU.matrix(b), stage_lu ? m : LU.ldim(b), m, n);
+      if (flags & LU_WRITE_LU) lu_thread_store<NB>(a, out_a ? t.a : LU.matrix(b), out_a ? m : LU.ldim(b), m, n);
     }
-    if (stage_lu) {
-      __syncwarp();
-      lu_warp_copy<false>(LU.matrix(b0), items, len_a, slot_a, la, lane);
-    }
+    if (out_a) t.flush_a(LU.matrix(t.b0));
 
     // 3. GESV (the launcher guarantees m == n): each right-hand side in registers; a
     //    staged one is read from, and its solution written to, this lane's B slot
@@ -371,31 +271,21 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
 #pragma unroll
       for (int i = 0; i < NB; ++i) x[i] = T(0);
       if (active) {
-        const T* bv = stage_b ? lb + lane * slot_b : B.vector(b) + rhs * b_col;
-        const long long inc = stage_b ? 1 : B.inc;
+        const T* bv = pipe.b_src ? t.b : B.vector(b) + rhs * b_col;
+        const long long inc = pipe.b_src ? 1 : B.inc;
 #pragma unroll
         for (int i = 0; i < NB; ++i)
           if (i < n) x[i] = bv[i * inc];
         if (!fail) bdf::getrs_regs<NB>(n, a, ipiv, x);  // singular: LAPACK's xGESV leaves X = B
-        T* xv = stage_x ? lb + lane * slot_b : X.vector(b) + rhs * x_col;
+        T* xv = stage_x ? t.b : X.vector(b) + rhs * x_col;
         const long long inc_x = stage_x ? 1 : X.inc;
 #pragma unroll
         for (int i = 0; i < NB; ++i)
           if (i < n) xv[i * inc_x] = x[i];
       }
-      if (stage_x) {  // one right-hand side: the chunk's solutions leave as one run
-        __syncwarp();
-        lu_warp_copy<false>(X.vector(b0), items, len_b, slot_b, lb, lane);
-      }
+      if (stage_x) t.flush_b(X.vector(t.b0));  // one right-hand side: the chunk's solutions as one run
     }
-    if (pipe) {  // rotate the rings (the copies out above end before the next turn's __syncwarp)
-      cur_a = cur_a + 1 == ring_a ? 0 : cur_a + 1;
-      cur_b = cur_b + 1 == ring_b ? 0 : cur_b + 1;
-      next_a = next_a + 1 == ring_a ? 0 : next_a + 1;
-      next_b = next_b + 1 == ring_b ? 0 : next_b + 1;
-    }
-  }
-  if (pipe) bdf::stage_wait<0>();  // nothing in flight at exit (the last prefetches are empty)
+  });
 }
 
 // --- rows design -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import check_setting
+from ..settings import check_setting, warp_pipe_plan_bytes
 
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
@@ -40,10 +40,6 @@ GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # the pivots and the addresses fit beside it without spilling: NB = 8 for 4- and 8-byte
 # elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
 LU_THREAD_REG_BYTES = 512
-# The thread design's pipeline: chunks of 32 matrices a warp keeps in flight while it
-# factors one (LU_THREAD_MAX_AHEAD in lu.cu), as many as hold about this many bytes.
-THREAD_MAX_AHEAD = 4
-THREAD_AHEAD_BYTES = 8192
 # The rows design's register array of one row (NB elements) holds at most 32 doubles' worth
 # (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; NB = 8
 # and 16 take at most 192 registers and 24 bytes of spill for every dtype).
@@ -105,16 +101,13 @@ class LuSetting:
             return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
         return not self.rows or self.nb * itemsize <= LU_ROWS_REG_BYTES
 
-    def thread_stage_bytes(self, m: int, n: int, nrhs: int, itemsize: int, write_lu: bool = False) -> int:
-        """Thread design: the pipeline's shared memory for packed m x n matrices, ``nrhs``
-        right-hand sides (staged only when there is one) and factors stored or not: the
-        block's warps times lu_thread_warp_elems() in lu.cu, with as many chunks ahead
-        (1 to THREAD_MAX_AHEAD) as keep about THREAD_AHEAD_BYTES in flight per warp."""
-        slots_a = 32 * ((m * n) | 1)
-        slots_b = 32 * (n | 1) if nrhs == 1 else 0
-        ahead = max(1, min(THREAD_MAX_AHEAD, THREAD_AHEAD_BYTES // ((slots_a + slots_b) * itemsize)))
-        per_warp = (ahead + int(write_lu)) * slots_a + (ahead + 1) * slots_b
-        return self.threads // 32 * per_warp * itemsize
+    def thread_stage_bytes(self, m: int, n: int, nrhs: int, itemsize: int, write_lu: bool = False,
+                           smem_limit: int = 227 * 1024) -> int:
+        """Thread design: the pipeline's shared memory (bdf::warp_pipeline) for packed
+        m x n matrices, ``nrhs`` right-hand sides (staged only when there is one) and
+        the factors stored through it or not: double-buffered, late or 0 (off) by
+        warp_pipe_plan_bytes."""
+        return warp_pipe_plan_bytes(self.threads, m * n, n if nrhs == 1 else 0, write_lu, itemsize, smem_limit)
 
     @property
     def max_groups_per_block(self) -> int:
@@ -235,9 +228,9 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (its {setting.nb} x "
                              f"{setting.nb} matrix of them passes the register budget of {LU_THREAD_REG_BYTES} "
                              f"bytes); use a smaller thread setting or a fused one")
-        smem = setting.thread_stage_bytes(m_max, n_max, nrhs, itemsize, write_lu)
+        smem = setting.thread_stage_bytes(m_max, n_max, nrhs, itemsize, write_lu, smem_limit)
         grid = max(1, min(-(-count // setting.threads), 2**31 - 1))
-        return LuPlan(grid, setting.threads, smem if smem <= smem_limit else 0, setting.threads, 0)
+        return LuPlan(grid, setting.threads, smem, setting.threads, 0)
     if setting.rows:
         if not setting.compiled_for(itemsize):
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "

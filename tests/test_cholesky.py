@@ -30,13 +30,15 @@ from batched._batch import PointerBatch, VariableBatch
 from batched.factorizations import cholesky as chol
 from batched.factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 from batched.factorizations.cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTINGS,
-                                                      PANEL, CholeskySetting, choose_cholesky_setting,
-                                                      plan_cholesky)
+                                                      PANEL, THREAD_SETTINGS, CholeskySetting,
+                                                      choose_cholesky_setting, plan_cholesky)
 from conftest import HAVE_GPU, assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
 THRESHOLD = 30
-SETTINGS_UNDER_TEST = [*CHOLESKY_SETTINGS, None]
+# The thread settings (n <= nb <= 8) have their own tests below; the default (None) takes
+# them for n <= 8 in every property test.
+SETTINGS_UNDER_TEST = [*FUSED_SETTINGS, *BLOCKED_SETTINGS, None]
 KINDS = ("spd_rand", "spd_dominant", "spd_ill", "spd_scaled_ufl", "spd_scaled_ofl")
 # Tile and panel edges (4, 8, 16, 32 lanes; 32-column panels; 64: the chooser's fused limit).
 EDGES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
@@ -294,7 +296,7 @@ def make_indefinite_at(H, A, b, k):
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [1, 9, 40, 70])
+@pytest.mark.parametrize("n", [1, 6, 9, 40, 70])
 def test_not_positive_definite_info(xp, setting, dtype, n):
     """info names the failing order exactly (a negative pivot, a NaN on the diagonal,
     an exact zero); the leading block is the factor of the leading minor; the other
@@ -401,6 +403,148 @@ def test_many_small_matrices(xp, setting, dtype):
     assert not np.any(to_np(info))
     assert potrf_ratio(to_np(c), H, True) <= THRESHOLD
     assert solve_ratio(to_np(X)[..., None], H, B[..., None]) <= THRESHOLD
+
+
+# --- the thread design (one thread per matrix, n <= nb <= 8) ---------------------------------
+
+
+def thread_peer(setting):
+    """The fused sub-warp setting the thread design is compared with."""
+    return next(s for s in FUSED_SETTINGS if s.group_threads >= setting.nb)
+
+
+def thread_skip(xp, setting, dtype):
+    gpu_only_setting(xp, setting)
+    if not setting.compiled_for(np.dtype(dtype).itemsize):
+        with pytest.raises(ValueError, match="not compiled for"):
+            posv(xp.eye(2, dtype=dtype), xp.ones(2, dtype), setting=setting)
+        pytest.skip("thread setting not compiled for this dtype (checked: a ValueError)")
+
+
+def close_factors(got, ref, dtype):
+    """The thread design scales by the reciprocal of the pivot, the fused one divides:
+    equal up to a few rounding errors per element."""
+    scale = max(float(np.max(np.abs(ref[np.isfinite(ref)]), initial=0.0)), 1e-300)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=50 * eps(dtype) * scale)
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_design_matches_fused(xp, setting, dtype):
+    """Every n <= nb, both triangles, every matrix layout (packed C and F batches take the
+    staged path, the others direct accesses), 300 matrices (a partial last chunk): the
+    same info as the fused design, factors equal up to rounding, the other triangle
+    returned as it was (NaN) or zero (cholesky), POSV with one staged, one strided and
+    three right-hand sides, X = B where the factorization failed; overwrite_a in place."""
+    thread_skip(xp, setting, dtype)
+    fused = thread_peer(setting)
+    rng = rng_for("chol-thread", str(np.dtype(dtype)), str(setting))
+    count = 300
+    for n in range(1, setting.nb + 1):
+        H, A = hermitian_pd(rng, (count,), n, dtype, "spd_rand")
+        fails = {7: n, count - 1: 1}   # the last one in the partial last chunk
+        for b, k in fails.items():
+            make_indefinite_at(H, A, b, k)
+        expected = np.zeros(count, np.int32)
+        expected[list(fails)] = list(fails.values())
+        ok = expected == 0
+        for lower in (True, False):
+            Ain, Hin = (A, H) if lower else (upper_input(A), upper_input(H))
+            for layout in MATRIX_LAYOUTS:
+                Ad = arrange(xp, Ain, layout)
+                before = snapshot(Ad)
+                poison_pool(xp, A.nbytes)
+                c_t, info_t = potrf(Ad, lower=lower, setting=setting)
+                c_f, info_f = potrf(Ad, lower=lower, setting=fused)
+                np.testing.assert_array_equal(to_np(info_t), expected, err_msg=f"n={n} {layout}")
+                np.testing.assert_array_equal(to_np(info_f), expected)
+                c_t, c_f = to_np(c_t), to_np(c_f)
+                close_factors(factor_of(c_t, lower)[ok], factor_of(c_f, lower)[ok], dtype)
+                assert potrf_ratio(c_t[ok], Hin[ok], lower) <= THRESHOLD
+                other = np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)
+                assert np.isnan(c_t[..., other[0], other[1]]).all(), (n, layout)
+                assert_unchanged((Ad,), before)
+            L = to_np(cholesky(arrange(xp, A, "C"), upper=False, check=False)[0])
+            assert not np.isnan(L[ok]).any() and (np.triu(L[ok], 1) == 0).all()
+            for b_layout, k in (("C", 0), ("strided", 0), ("C", 3)):
+                B = random_array(rng, (count, n) if k == 0 else (count, n, k), dtype)
+                Bd = arrange(xp, B, b_layout, 1 if k == 0 else 2)
+                for a_layout in ("C", "F", "sub_F"):
+                    poison_pool(xp, B.nbytes)
+                    c, X, info = posv(arrange(xp, Ain, a_layout), Bd, lower=lower, setting=setting)
+                    np.testing.assert_array_equal(to_np(info), expected)
+                    X = to_np(X)
+                    np.testing.assert_array_equal(X[~ok], B[~ok])   # LAPACK's xPOSV leaves B
+                    Xm, Bm = (X[..., None], B[..., None]) if k == 0 else (X, B)
+                    assert solve_ratio(Xm[ok], Hin[ok], Bm[ok]) <= THRESHOLD, (n, lower, b_layout, a_layout)
+                    close_factors(factor_of(to_np(c), lower)[ok], factor_of(c_f, lower)[ok], dtype)
+        # overwrite_a: a packed F batch of the result dtype is factored in place (staged)
+        Af = arrange(xp, A, "F")
+        c_ref, _ = potrf(Af, setting=setting)
+        c_w, _ = potrf(Af, overwrite_a=True, setting=setting)
+        assert c_w is Af
+        np.testing.assert_array_equal(to_np(c_w), to_np(c_ref))
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_pipeline_many_turns(xp, setting, dtype):
+    """200,001 matrices: every warp of the grid (capped at the resident blocks) takes many
+    chunks of 32 in turn, through the double-buffered (small n) or the late (8 x 8:
+    C leaves through the one matrix buffer) pipeline, and ends on a partial chunk.  C
+    and F packed batches, POSV with one right-hand side (staged in and out) and POTRF:
+    info equal to the fused design's, factors equal up to rounding, failures in the
+    first and the last chunk keep X = B."""
+    thread_skip(xp, setting, dtype)
+    fused = thread_peer(setting)
+    rng = rng_for("chol-pipeline", str(np.dtype(dtype)), str(setting))
+    count = 200_001
+    for n, layout in ((max(1, setting.nb - 1), "C"), (setting.nb, "F")):   # odd and even slots
+        H, A = hermitian_pd(rng, (count,), n, dtype, "spd_dominant")
+        fails = {3: 1, count - 1: n}
+        for b, k in fails.items():
+            make_indefinite_at(H, A, b, k)
+        expected = np.zeros(count, np.int32)
+        expected[list(fails)] = list(fails.values())
+        ok = expected == 0
+        B = random_array(rng, (count, n), dtype)
+        Ad, Bd = arrange(xp, A, layout), to_xp(xp, B)
+        poison_pool(xp, B.nbytes)
+        c, X, info = posv(Ad, Bd, setting=setting)
+        c_f, X_f, info_f = posv(Ad, Bd, setting=fused)
+        np.testing.assert_array_equal(to_np(info), expected)
+        np.testing.assert_array_equal(to_np(info_f), expected)
+        X = to_np(X)
+        np.testing.assert_array_equal(X[~ok], B[~ok])
+        assert solve_ratio(X[ok][..., None], H[ok], B[ok][..., None]) <= THRESHOLD
+        close_factors(np.tril(to_np(c))[ok], np.tril(to_np(c_f))[ok], dtype)
+        c2, info2 = potrf(Ad, setting=setting)
+        np.testing.assert_array_equal(to_np(info2), expected)
+        np.testing.assert_array_equal(to_np(c2), to_np(c))
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_thread_design_lists(xp, setting, dtype):
+    """Pointer (equal sizes) and variable-size lists up to nb, C and F members, more
+    members than a block: info and residuals as LAPACK's bounds; larger members raise."""
+    thread_skip(xp, setting, dtype)
+    rng = rng_for("chol-thread-lists", str(np.dtype(dtype)), str(setting))
+    for ns in ([setting.nb] * 130, [int(v) for v in rng.integers(0, setting.nb + 1, 150)]):
+        pairs = [hermitian_pd(rng, (), n, dtype, "spd_rand") for n in ns]
+        Bs = [random_array(rng, (n,), dtype) for n in ns]
+        Ad = [arrange(xp, a, "CF"[i % 2]) for i, (_, a) in enumerate(pairs)]
+        cs, Xs, info = posv(Ad, to_xp(xp, Bs), setting=setting)
+        assert not np.any(to_np(info))
+        for (h, _), c, x, b in zip(pairs, cs, Xs, Bs):
+            assert potrf_ratio(to_np(c)[None], h[None], True) <= THRESHOLD
+            assert solve_ratio(to_np(x)[None, :, None], h[None], b[None, :, None]) <= THRESHOLD
+        cs2, info2 = potrf(Ad, setting=setting)
+        for c, c2 in zip(cs, cs2):
+            np.testing.assert_array_equal(to_np(c2), to_np(c))
+    big = setting.nb + 1
+    with pytest.raises(ValueError, match=f"takes matrices up to {setting.nb} x {setting.nb}"):
+        posv([xp.eye(big, dtype=dtype)], [xp.ones(big, dtype)], setting=setting)
 
 
 def test_empty_batches_and_sizes(xp):
@@ -558,23 +702,58 @@ def test_chooser_picks_registered_settings():
     for n in (*EDGES, *GPU_EDGES, 1000):
         for itemsize in (4, 8, 16):
             s = choose_cholesky_setting(n, itemsize)
-            assert s in CHOLESKY_SETTINGS
+            assert s in CHOLESKY_SETTINGS and s.compiled_for(itemsize)
             fits = FUSED_SETTINGS[4].group_bytes(n, itemsize) <= 48 * 1024
-            assert s.fused == (n <= 32 or (n <= 64 and fits)), (n, itemsize, s)
-            if n <= 32:
+            thread = n <= 4 or (n <= 8 and itemsize <= 8)
+            assert s.thread == thread, (n, itemsize, s)
+            assert s.fused == (not thread and (n <= 32 or (n <= 64 and fits))), (n, itemsize, s)
+            if thread:
+                assert n <= s.nb <= max(2, 2 * n) and s.can_solve(n)
+            elif n <= 32:
                 assert n <= s.group_threads <= max(4, 2 * n) and s.can_solve(n)
             for layout in ("uniform", "pointer", "variable"):
                 for dt in DTYPES:
+                    if not s.compiled_for(np.dtype(dt).itemsize):
+                        continue
                     assert chol.kernel_name(layout, dt, s) in names
                     if s.can_solve(n):
                         assert chol.kernel_name(layout, dt, s, True) in names
-    # settings that differ only in fuse_solve share their factor-only kernels
-    kernels = {(s.design, s.template_args()) for s in CHOLESKY_SETTINGS}
-    solving = {(s.design, s.template_args()) for s in CHOLESKY_SETTINGS if s.can_solve(1)}
-    assert len(names) == 3 * 4 * (len(kernels) + len(solving))
+    # settings that differ only in fuse_solve share their factor-only kernels; a thread
+    # setting is compiled only where its triangle fits the register budget
+    per_dtype = {}
+    for dt in DTYPES:
+        ok = [s for s in CHOLESKY_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
+        per_dtype[dt] = (len({(s.design, s.template_args()) for s in ok})
+                         + len({(s.design, s.template_args()) for s in ok if s.can_solve(1)}))
+    assert len(names) == 3 * sum(per_dtype.values())
+    assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, True, False]   # no 8 x 8 complex128
 
 
-@pytest.mark.parametrize("setting", CHOLESKY_SETTINGS, ids=str)
+def test_thread_plan():
+    """The thread design: one matrix per thread, the grid covering every chunk of 32 once;
+    the pipeline's shared memory double-buffered (C leaves through a second matrix
+    buffer) while two blocks of it fit, else late (one matrix buffer), only for packed
+    uniform batches; too large or not compiled: ValueError."""
+    limit = 227 * 1024
+    s2, s4, s8 = THREAD_SETTINGS
+    assert str(s8) == "potrf_thread8x128" and s8.template_args() == "8, 128" and s8.group_threads == 1
+    assert s8.thread and not s8.fused and s8.can_solve(8) and not s8.can_solve(9)
+    plan = plan_cholesky(s4, 4, 8, 70_000, limit, nrhs=1)
+    assert plan.block == 128 and plan.grid == -(-70_000 // 128)
+    assert plan.smem == 4 * (2 * 32 * 17 + 2 * 32 * 5) * 8                   # double-buffered
+    assert plan_cholesky(s4, 3, 8, 70_000, limit).smem == 4 * (2 * 32 * 9) * 8   # POTRF: no B ring
+    assert plan_cholesky(s8, 8, 8, 10, limit, nrhs=1).smem == 4 * (32 * 65 + 2 * 32 * 9) * 8   # late
+    assert plan_cholesky(s8, 8, 8, 10, limit, nrhs=2).smem == 4 * (32 * 65) * 8   # two: not staged
+    assert plan_cholesky(s8, 8, 8, 10, limit, nrhs=1, packed=False).smem == 0
+    assert plan_cholesky(s8, 8, 8, 10, 60 * 1024, nrhs=1).smem == 0             # no room: direct
+    assert plan_cholesky(s8, 8, 8, 2**40, limit).grid == 2**31 - 1
+    with pytest.raises(ValueError, match="takes matrices up to 4 x 4"):
+        plan_cholesky(s4, 5, 8, 10, limit)
+    with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
+        plan_cholesky(s8, 8, 16, 10, limit)
+
+
+@pytest.mark.parametrize("setting", FUSED_SETTINGS + BLOCKED_SETTINGS, ids=str)
 def test_plan_fits_shared_memory(setting):
     limit = 227 * 1024
     for n in (1, 8, 32, 33, 64, 100, 500):

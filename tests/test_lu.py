@@ -946,19 +946,22 @@ def test_thread_settings_plan_and_registration():
     with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
         plan_lu(s, 8, 8, 16, 10, limit)
     plan = plan_lu(s, 8, 8, 8, 2**31 + 5, limit)   # more matrices than 2^31: the grid covers them once
-    assert plan.block == 128 and plan.grid == -(-(2**31 + 5) // 128) and plan.smem == 2 * 128 * 65 * 8
+    assert plan.block == 128 and plan.grid == -(-(2**31 + 5) // 128) and plan.smem == 128 * 65 * 8   # late
     assert plan_lu(s, 8, 8, 8, 2**40, limit).grid == 2**31 - 1   # capped: the grid-stride loop does the rest
     assert plan_lu(s, 8, 8, 8, 1000, 48 * 1024).smem == 0        # no room to stage: direct accesses
     assert plan_lu(s, 0, 0, 4, 0, limit).grid == 1
-    # the pipeline per warp: rings of buffers of 32 odd slots, as many chunks ahead as hold
-    # about 8 KiB (1 to 4); one more right-hand-side buffer than that (the solutions leave
-    # through the current one), and one more matrix buffer when the factors leave too;
-    # several right-hand sides are not staged
+    # the pipeline per warp (bdf::warp_pipeline, one chunk ahead): buffers of 32 odd
+    # slots; one matrix buffer, two when the factors leave through it; two right-hand-side
+    # buffers (the solutions leave through the current one); several right-hand sides are
+    # not staged.  When two blocks of the double-buffered pipeline would not fit, the late
+    # one (a single matrix buffer) is given.
     assert s.thread_stage_bytes(8, 8, 1, 8) == plan_lu(s, 8, 8, 8, 10, limit, nrhs=1, write_lu=False).smem \
         == 4 * (1 * 32 * 65 + 2 * 32 * 9) * 8
-    assert plan_lu(s, 8, 8, 8, 10, limit, nrhs=1).smem == 4 * (2 * 32 * 65 + 2 * 32 * 9) * 8
-    assert s.thread_stage_bytes(2, 2, 1, 8, write_lu=True) == 4 * (5 * 32 * 5 + 5 * 32 * 3) * 8   # 4 ahead
-    assert s.thread_stage_bytes(4, 4, 1, 4) == 4 * (2 * 32 * 17 + 3 * 32 * 5) * 4                 # 2 ahead
+    assert plan_lu(s, 8, 8, 8, 10, limit, nrhs=1).smem == 4 * (1 * 32 * 65 + 2 * 32 * 9) * 8   # late
+    assert plan_lu(s, 4, 4, 8, 10, limit, nrhs=1).smem == 4 * (2 * 32 * 17 + 2 * 32 * 5) * 8   # double
+    assert s.thread_stage_bytes(2, 2, 1, 8, write_lu=True) == 4 * (2 * 32 * 5 + 2 * 32 * 3) * 8
+    assert s.thread_stage_bytes(4, 4, 1, 4) == 4 * (1 * 32 * 17 + 2 * 32 * 5) * 4
+    assert s.thread_stage_bytes(8, 8, 1, 8, smem_limit=60 * 1024) == 0                      # neither fits
     assert s.thread_stage_bytes(8, 5, 0, 8) == s.thread_stage_bytes(8, 5, 2, 8) == 4 * 32 * 41 * 8
     assert s.fits(8, 5, 8, limit) and not s.fits(9, 1, 4, limit) and not s.fits(2, 2, 16, limit)
 

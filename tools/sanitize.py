@@ -186,6 +186,8 @@ def section_cholesky():
         A = spd((3,), 70, dtype)
         A[1, 40, 40] = -1
         for s in bt.CHOLESKY_SETTINGS:
+            if s.thread:
+                continue
             for lower in (True, False):
                 bt.potrf(A if s.design == "blocked" or s.group_threads > 32 else A[:, :20, :20], lower=lower,
                          setting=s)
@@ -194,6 +196,35 @@ def section_cholesky():
         bt.potrf(mats)
         bt.posv(bt.PointerBatch([spd((), 20, dtype) for _ in range(33)]), rand((33, 20), dtype))
         checks += 2
+        # the thread design on its sizes: packed C and F batches (staged; the factor and the
+        # one right-hand side through the pipeline), sliced rows and two right-hand sides
+        # (direct), a failing matrix, a partial last chunk, cholesky's zeroed triangle, lists
+        for s in bt.CHOLESKY_SETTINGS:
+            if not s.thread or not s.compiled_for(np.dtype(dtype).itemsize):
+                continue
+            for n in (1, s.nb - 1, s.nb):
+                for batch in (1, 3) if race else (1, 130, 65537):
+                    T = spd((batch,), n, dtype)
+                    T[0, n - 1, n - 1] = -1                 # info = n (or 1), X = B
+                    for lower in (True, False):
+                        bt.potrf(T, lower=lower, setting=s)
+                        bt.posv(T, rand((batch, n), dtype), lower=lower, setting=s)
+                    bt.posv(cp.swapaxes(T, -1, -2), rand((batch, n), dtype), setting=s)
+                    S = spd((batch,), n + 1, dtype)[:, :n, :n]   # sliced: direct accesses
+                    bt.posv(S, rand((batch, n, 2), dtype), setting=s)
+                    bt.cholesky(T, check=False)
+                    checks += 7
+            mats = [spd((), int(m), dtype) for m in rng.integers(0, s.nb + 1, 33)]
+            bt.potrf(mats, setting=s)
+            bt.posv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
+            checks += 2
+    # the thread design's pipeline across turns (double-buffered at 4 x 4, late at 8 x 8)
+    for s in bt.CHOLESKY_SETTINGS:
+        if s.thread:
+            T = spd((200_001,), s.nb, np.float64)
+            bt.posv(T, rand((200_001, s.nb), np.float64), setting=s)
+            bt.potrf(T, setting=s)
+            checks += 2
 
 
 def section_gebrd():
