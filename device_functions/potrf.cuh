@@ -29,9 +29,13 @@
 // ONE thread holding the lower triangle of a matrix of at most NB x NB in registers
 // (the thread design of factorizations/cholesky.cu): element (i, j), i >= j, at a[i][j],
 // every index a compile-time constant after unrolling; no barrier.
+//
+// bdf::potrf_rows / potrs_rows: the same again for a matrix held one row per lane by a
+// group of L lanes (the rows design): see below.
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
+#include "trsv.cuh"
 #include "vector.cuh"
 
 namespace bdf {
@@ -128,4 +132,91 @@ __device__ __forceinline__ void potrs_regs(int n, const T (&a)[NB][NB], const ty
   }
 }
 
+// bdf::potrf_rows / potrs_rows: the factorization and the solve for an n x n matrix
+// (n <= NB <= L <= 32) held one row per lane by a group of L lanes: lane i keeps row i of
+// L in a[k] (k <= i), and the group's shared array S (row-major, L(i, k) at S[i * lds + k])
+// mirrors it.  Column j needs row j of L in every lane: the lanes read it from S by
+// broadcast loads (each finished element is stored once, by its own lane, as it is
+// computed), where the rows design of LU moves its pivot row by shuffles.
+// Threads:  the whole warp calls them with a warp-uniform `steps` (the largest n among the
+//           warp's groups); groups are aligned (lanes [g L, (g + 1) L)); `lane` = rank in
+//           the group.  Only the pivots and the solved unknowns travel by shuffles.
+// Shared:   S, the group's NB rows of lds >= NB elements.
+// Sync:     __syncwarp on entry (S filled by the caller) and after every column; ends
+//           after one.
+
+// bdf::potrf_rows: on entry S holds the named triangle as the lower triangle of L
+// (S[i * lds + k] = A(i, k), k <= i < n); on exit S holds what potrf_lower_columns leaves
+// (the factor, or at a failure the failed column unscaled with its real pivot and the
+// columns after it untouched), a holds the lane's row of it, rdiag = 1 / L(lane, lane).
+// Returns the group's info (0 or the 1-based failing column) to all of its lanes.
+template <int NB, int L, typename T>
+__device__ __forceinline__ int potrf_rows(int lane, int n, int steps, T (&a)[NB], T* S, int lds,
+                                          typename real_of<T>::type& rdiag) {
+  using R = typename real_of<T>::type;
+  constexpr unsigned ALL = 0xffffffffu;
+  const bool valid = lane < n;
+  int info = 0;
+  rdiag = R(0);
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < NB; ++k) a[k] = valid && k <= lane ? S[lane * lds + k] : T(0);
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= steps) break;  // warp-uniform
+    const bool live = j < n && info == 0;  // group-uniform
+    const bool mine = live && valid && lane >= j;
+    T s = a[j];
+    if (mine) {  // s = A(lane, j) - L(lane, 0:j) L(j, 0:j)^H, row j of L read from S (broadcast)
+      const T* row = S + j * lds;
+#pragma unroll
+      for (int k = 0; k < j; ++k) s -= a[k] * conj_if(row[k], true);
+    }
+    const R d = shfl_from(R(real_part(s)), j, ALL, L);  // lane j's pivot, to the whole group
+    if (mine) {
+      if (d > R(0)) {
+        const R l = sqrt(d), r = R(1) / l;
+        if (lane == j) rdiag = r;
+        a[j] = lane == j ? T(l) : s * r;
+      } else {  // not positive, or NaN: the column stays unscaled, its pivot real
+        a[j] = lane == j ? T(d) : s;
+      }
+      S[lane * lds + j] = a[j];
+    }
+    if (live && !(d > R(0))) info = j + 1;
+    __syncwarp();  // column j is in S before row j + 1 is read
+  }
+  return info;
+}
+
+// bdf::potrs_rows: x = (L L^H)^{-1} x (conj_l: (conj(L) L^T)^{-1} x) with the factor of
+// potrf_rows; lane i holds x_i.  Forward column by column (each y_k reaches the group by
+// one shuffle and updates the rows below it from their own registers); backward the
+// same with L^H, whose column k is row k of L, read from S by each lane at its own
+// column.  Dividing by the diagonal through rdiag.  n = 0 changes nothing (a failed
+// matrix keeps x = b); every lane of the warp calls it.
+template <int NB, int L, typename T>
+__device__ __forceinline__ void potrs_rows(int lane, int n, int steps, const T (&a)[NB], const T* S, int lds,
+                                           typename real_of<T>::type rdiag, T& x, bool conj_l) {
+  constexpr unsigned ALL = 0xffffffffu;
+  const bool valid = lane < n;
+#pragma unroll
+  for (int k = 0; k < NB; ++k) {  // L y = x
+    if (k >= steps) break;
+    T yk = x * rdiag;
+    if (lane == k && k < n) x = yk;
+    yk = shfl_from(yk, k, ALL, L);
+    if (valid && lane > k && k < n) x -= conj_if(a[k], conj_l) * yk;
+  }
+#pragma unroll
+  for (int k = NB - 1; k >= 0; --k) {  // L^H x = y
+    if (k >= steps) continue;
+    T xk = x * rdiag;
+    if (lane == k && k < n) x = xk;
+    xk = shfl_from(xk, k, ALL, L);
+    if (valid && lane < k && k < n) x -= conj_if(S[k * lds + lane], !conj_l) * xk;
+  }
+}
+
 }  // namespace bdf
+

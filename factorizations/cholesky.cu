@@ -8,11 +8,14 @@
 // upper view L(i, j) = conj(X(j, i)), so one lower algorithm serves A = L L^H and
 // A = U^H U, and a row-major user matrix (the transpose of its view) needs no copy.
 //
-// Three designs (factorizations/cholesky_settings.py):
+// Four designs (factorizations/cholesky_settings.py):
 //   potrf_thread_kernel: one thread per matrix (n <= NB <= 8), the named triangle in its
 //     registers (bdf::potrf_regs), POSV's solves there too (bdf::potrs_regs); packed
 //     batches stream through shared memory a warp's chunk of 32 matrices at a time
 //     (bdf::warp_pipeline).
+//   potrf_rows_kernel: a group of L lanes per matrix (n <= NB <= L <= 32), lane i holding
+//     row i of the factor in registers and the group's copy of it in shared memory
+//     (bdf::potrf_rows / potrs_rows); POSV in the same launch.
 //   potrf_fused_kernel: one thread group per matrix; the named triangle in shared
 //     memory (n x n, ld n), bdf::potrf_lower_columns, then (POSV, n <= 32) both
 //     triangular solves of each right-hand side in shared memory by bdf::trsv_tile.
@@ -349,5 +352,75 @@ potrf_thread_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col
       if (stage_x) t.flush_b(X.vector(t.b0));  // one right-hand side: the chunk's solutions as one run
     }
   });
+}
+
+// --- rows design -----------------------------------------------------------------------
+
+constexpr int POTRF_ROWS_BLOCK = 128;
+
+// C's elements (the stored view, column-major) from the group's S (L's rows, ld lds): the
+// named triangle from L, the other one zeros or A's values (unless C is A).  Lane r takes
+// row r of every stored column (n <= L): consecutive lanes on consecutive elements.
+template <typename T>
+__device__ void potrf_rows_store(int lane, int n, const T* S, int lds, const T* a, long long lda, T* c,
+                                 long long ldc, int flags) {
+  const bool lower = flags & POTRF_LOWER, zero = flags & POTRF_ZERO_OTHER, inplace = flags & POTRF_INPLACE;
+  if (lane >= n) return;
+  const int r = lane;
+  for (int s = 0; s < n; ++s) {
+    if (potrf_named(lower, r, s)) c[r + s * ldc] = lower ? S[r * lds + s] : bdf::conj_if(S[s * lds + r], true);
+    else if (zero) c[r + s * ldc] = T(0);
+    else if (!inplace) c[r + s * ldc] = a[r + s * lda];
+  }
+}
+
+// Item = one matrix per group of L lanes; the same arguments and flags as
+// potrf_fused_kernel.  A warp takes its 32 / L matrices together (a warp-uniform loop:
+// every shuffle and __syncwarp has all lanes).  The named triangle reaches S column by
+// stored column, lane r reading row r (consecutive lanes on consecutive elements,
+// coalesced in either orientation), and C leaves the same way.  C may alias A: the whole triangle is in S before C is written.
+template <class Mat, class Vec, int NB, int L, bool SOLVE>
+__global__ void __launch_bounds__(POTRF_ROWS_BLOCK)
+potrf_rows_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info, int flags,
+                  long long count, int /*n_max*/) {
+  using T = typename Mat::value_type;
+  using R = typename bdf::real_of<T>::type;
+  static_assert(NB >= 1 && NB <= L && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes per matrix");
+  constexpr int LDS = NB + 1, PER_WARP = 32 / L, WARPS = POTRF_ROWS_BLOCK / 32, GROUPS = POTRF_ROWS_BLOCK / L;
+  __shared__ __align__(16) unsigned char raw[GROUPS * NB * LDS * sizeof(T)];
+  const int wl = int(threadIdx.x & 31u), lane = wl % L;
+  T* S = reinterpret_cast<T*>(raw) + (threadIdx.x / L) * NB * LDS;
+  const bool lower = flags & POTRF_LOWER, conj_l = flags & POTRF_CONJ_SOLVE;
+  const long long first = ((long long)blockIdx.x * WARPS + threadIdx.x / 32) * PER_WARP;
+  for (long long w0 = first; w0 < count; w0 += (long long)gridDim.x * WARPS * PER_WARP) {
+    const long long b = w0 + wl / L;
+    const bool active = b < count;
+    const int n = active ? A.rows(b) : 0;
+    const int steps = __reduce_max_sync(0xffffffffu, n);
+    const T* a = active ? A.matrix(b) : nullptr;
+    const long long lda = active ? A.ldim(b) : 0;
+    if (lane < n) {  // S = the named triangle as L's rows; lane r reads row r of each stored column
+      const int r = lane;
+      for (int s = 0; s < n; ++s) {  // every lane on the same column: one coalesced run
+        if (!potrf_named(lower, r, s)) continue;
+        if (lower) S[r * LDS + s] = a[r + s * lda];
+        else S[s * LDS + r] = bdf::conj_if(a[r + s * lda], true);
+      }
+    }
+    T row[NB];
+    R rdiag;
+    const int fail = bdf::potrf_rows<NB, L>(lane, n, steps, row, S, LDS, rdiag);  // syncwarps on entry and exit
+    if (active) {
+      if (lane == 0) info[b] = fail;
+      potrf_rows_store<T>(lane, n, S, LDS, a, lda, C.matrix(b), C.ldim(b), flags);
+    }
+    for (int rhs = 0; SOLVE && rhs < nrhs; ++rhs) {  // every lane (shuffles); a failed matrix keeps X = B
+      T x = T(0);
+      if (lane < n) x = B.vector(b)[rhs * b_col + lane * B.inc];
+      bdf::potrs_rows<NB, L>(lane, fail ? 0 : n, steps, row, S, LDS, rdiag, x, conj_l);
+      if (lane < n) X.vector(b)[rhs * x_col + lane * X.inc] = x;
+    }
+    __syncwarp();  // S is refilled by the next turn
+  }
 }
 

@@ -41,8 +41,8 @@ NOT_POSITIVE_DEFINITE = sv.Failure("matrix is not positive definite", "a non-pos
 def kernel_name(layout: str, dtype, setting: CholeskySetting, solve: bool = False) -> str:
     """solve: the thread or fused kernel with POSV's solves compiled in (settings that can solve)."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    if setting.thread:
-        return (f"potrf_thread_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
+    if setting.thread or setting.rows:
+        return (f"potrf_{setting.design}_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
                 f"{setting.template_args()}, {'true' if solve else 'false'}>")
     if setting.fused:
         return (f"potrf_fused_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
@@ -492,7 +492,7 @@ def _factor_cupy(xp, A, dtype, lower, overwrite, zero_other, setting):
     info = xp.empty(batch, np.int32)   # every matrix's entry is written by the kernel
     setting = setting or choose_cholesky_setting(n, dtype.itemsize, sv.smem_limit())
     flags = _flags(lower != a.transposed, inplace, zero_other)
-    if setting.fused or setting.thread:
+    if not setting.blocked:
         args = (_pack(a), _pack(c), *_dummy_vectors("uniform"), info, flags, np.int64(count), np.int32(n))
     else:
         args = (_pack(a), _pack(c), info, flags, np.int64(count))
@@ -558,7 +558,7 @@ def _factor_list(A, lower, zero_other, setting, B=None):
         setting = setting or choose_cholesky_setting(n_max, dtype.itemsize, sv.smem_limit())
         flags = _flags(lower != batch.transposed, False, zero_other)
         a, c = batch.struct(), out_batch.struct(batch.layout)
-        if setting.fused or setting.thread:
+        if not setting.blocked:
             args = (a, c, *_dummy_vectors(batch.layout), info, flags, np.int64(count), np.int32(n_max))
         else:
             args = (a, c, info, flags, np.int64(count))

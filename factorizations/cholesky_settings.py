@@ -9,6 +9,12 @@ A setting becomes template arguments of ``factorizations/cholesky.cu``:
            complex64, nb <= 4 for complex128).  Packed batches stream through shared
            memory, a warp's chunk of 32 matrices at a time (``thread_stage_bytes``,
            bdf::warp_pipeline); the grid is then capped at the resident blocks.
+``rows``   a group of DIM_X = L lanes per matrix (n <= ``nb`` <= L <= 32): lane i holds row
+           i of the factor in registers, the group a copy in shared memory from which
+           every lane reads the row each column needs (broadcast loads); POSV in the same
+           launch.  Blocks of ROWS_BLOCK threads, 32 / L matrices per warp.  Compiled
+           where a row of nb elements takes at most ROWS_REG_BYTES (nb = 32 but for
+           complex128).
 ``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
            named triangle in shared memory (n x n elements), factors it column by
            column (left-looking, one GEMV per column) and, for POSV, solves the
@@ -36,13 +42,16 @@ PANEL = 32               # POTRF_NB in cholesky.cu: the blocked design's panel w
 GEMM_BLK, GEMM_BLK_K = 32, 16   # the trailing update's gemm_tile (POTRF_GEMM_* in cholesky.cu)
 SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 32
 THREAD_REG_BYTES = 512   # POTRF_THREAD_REG_BYTES in cholesky.cu: the thread design's triangle
+ROWS_REG_BYTES = 256     # the rows design's row of nb elements (LU's LU_ROWS_REG_BYTES rule)
+ROWS_BLOCK = 128         # POTRF_ROWS_BLOCK in cholesky.cu
 
 
 @dataclass(frozen=True)
 class CholeskySetting:
-    """``design`` 'thread', 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix (the
-    shape of the GEMV that updates each column), or for 'thread' DIM_X threads per
-    block, one matrix of at most ``nb`` x ``nb`` each.  ``fuse_solve`` False: a fused
+    """``design`` 'thread', 'rows', 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix
+    (the shape of the GEMV that updates each column); for 'thread' DIM_X threads per
+    block, one matrix of at most ``nb`` x ``nb`` each; for 'rows' DIM_X lanes per
+    matrix of at most ``nb`` x ``nb``.  ``fuse_solve`` False: a fused
     setting that leaves POSV's solves to the TRSV kernels (a second and third
     launch) instead of compiling them into the factorization, whose register
     use they raise (double, 32 x 4 threads: 160 registers with the solve, 56
@@ -66,8 +75,18 @@ class CholeskySetting:
     def thread(self) -> bool:
         return self.design == "thread"
 
+    @property
+    def rows(self) -> bool:
+        return self.design == "rows"
+
+    @property
+    def blocked(self) -> bool:
+        return self.design == "blocked"
+
     def compiled_for(self, itemsize: int) -> bool:
         """Is this setting instantiated for elements of ``itemsize`` bytes?"""
+        if self.rows:
+            return self.nb * itemsize <= ROWS_REG_BYTES
         return not self.thread or self.nb * (self.nb + 1) // 2 * itemsize <= THREAD_REG_BYTES
 
     def thread_stage_bytes(self, n: int, nrhs: int, itemsize: int, smem_limit: int) -> int:
@@ -88,7 +107,7 @@ class CholeskySetting:
     def can_solve(self, n_max: int) -> bool:
         """Can the kernel also solve (POSV in one launch): the thread design always, the
         fused one with one trsv_tile per solve."""
-        if self.thread:
+        if self.thread or self.rows:
             return n_max <= self.nb
         return self.fused and self.fuse_solve and n_max <= min(self.group_threads, SOLVE_MAX)
 
@@ -103,11 +122,11 @@ class CholeskySetting:
         return -(-(elems * itemsize) // 16) * 16
 
     def template_args(self) -> str:
-        return f"{self.nb}, {self.dim_x}" if self.thread else f"{self.dim_x}, {self.dim_y}"
+        return f"{self.nb}, {self.dim_x}" if self.thread or self.rows else f"{self.dim_x}, {self.dim_y}"
 
     def __str__(self) -> str:
-        if self.thread:
-            return f"potrf_thread{self.nb}x{self.dim_x}"
+        if self.thread or self.rows:
+            return f"potrf_{self.design}{self.nb}x{self.dim_x}"
         return f"potrf{self.dim_x}x{self.dim_y}{self.design}{'' if self.fuse_solve else '_apart'}"
 
 
@@ -123,22 +142,28 @@ FUSED_SETTINGS = (
 )
 BLOCKED_SETTINGS = (CholeskySetting("blocked", 32, 4), CholeskySetting("blocked", 32, 8))
 THREAD_SETTINGS = tuple(CholeskySetting("thread", 128, nb=nb) for nb in (2, 4, 8))
+ROWS_SETTINGS = (CholeskySetting("rows", 16, nb=16), CholeskySetting("rows", 32, nb=32))
 # Every setting a launcher may pick (each a registered instantiation, compiled in CI).
-CHOLESKY_SETTINGS = THREAD_SETTINGS + FUSED_SETTINGS + BLOCKED_SETTINGS
+CHOLESKY_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS + FUSED_SETTINGS + BLOCKED_SETTINGS
 
 
 def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1024) -> CholeskySetting:
-    """Default setting for the largest n of a batch (first guesses, to be measured
-    with ``bench/posv.py``).
+    """Default setting for the largest n of a batch (``bench/posv.py``; H100, double, one
+    right-hand side: thread 234 us at 8 x 8 against 939 for fused8, rows 395 us at 16
+    x 16 and 568 at 32 x 32 against 1079 and 1637 for fused16 and fused32).
 
     Up to 8 the thread design where it is compiled (one thread per matrix, the
-    smallest nb that covers n).  Up to 32: the smallest power-of-two lane group that
-    covers n (a lane per row, one trsv_tile per solve, several matrices per block).  Up to 64: the fused
+    smallest nb that covers n), then up to 32 the rows design where compiled (a lane
+    per row, 16 or 32 lanes).  Otherwise up to 32: the smallest power-of-two lane
+    group that covers n (fused: one trsv_tile per solve, several matrices per block).  Up to 64: the fused
     design with four warps while n^2 elements stay under the 48 KiB soft limit
     (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256 on
     (more trailing-update tiles per panel than four warps cover).
     """
     for s in THREAD_SETTINGS:
+        if n <= s.nb and s.compiled_for(itemsize):
+            return s
+    for s in ROWS_SETTINGS:
         if n <= s.nb and s.compiled_for(itemsize):
             return s
     for s in FUSED_SETTINGS[:4]:
@@ -171,6 +196,15 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
     memory would pass 48 KiB.  A fused setting whose one group exceeds the
     device's limit, or a solve the fused kernel cannot do, is a ValueError.
     """
+    if setting.rows:
+        if n_max > setting.nb:
+            raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, got n = {n_max}")
+        if not setting.compiled_for(itemsize):
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "
+                             f"{setting.nb} of them passes the register budget of {ROWS_REG_BYTES} bytes); "
+                             f"use a fused setting")
+        groups = ROWS_BLOCK // setting.dim_x
+        return CholeskyPlan(max(1, min(-(-count // groups), 2**31 - 1)), ROWS_BLOCK, 0, groups)
     if setting.thread:
         if n_max > setting.nb:
             raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, got n = {n_max}")

@@ -30,14 +30,14 @@ from batched._batch import PointerBatch, VariableBatch
 from batched.factorizations import cholesky as chol
 from batched.factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 from batched.factorizations.cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTINGS,
-                                                      PANEL, THREAD_SETTINGS, CholeskySetting,
+                                                      PANEL, ROWS_SETTINGS, THREAD_SETTINGS, CholeskySetting,
                                                       choose_cholesky_setting, plan_cholesky)
 from conftest import HAVE_GPU, assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
 THRESHOLD = 30
-# The thread settings (n <= nb <= 8) have their own tests below; the default (None) takes
-# them for n <= 8 in every property test.
+# The thread and rows settings (n <= nb <= 32) have their own tests below; the default
+# (None) takes them for n <= 32 in every property test.
 SETTINGS_UNDER_TEST = [*FUSED_SETTINGS, *BLOCKED_SETTINGS, None]
 KINDS = ("spd_rand", "spd_dominant", "spd_ill", "spd_scaled_ufl", "spd_scaled_ofl")
 # Tile and panel edges (4, 8, 16, 32 lanes; 32-column panels; 64: the chooser's fused limit).
@@ -405,11 +405,12 @@ def test_many_small_matrices(xp, setting, dtype):
     assert solve_ratio(to_np(X)[..., None], H, B[..., None]) <= THRESHOLD
 
 
-# --- the thread design (one thread per matrix, n <= nb <= 8) ---------------------------------
+# --- the register designs: thread (a matrix per thread, n <= 8), rows (a row per lane) ------
+REGISTER_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS
 
 
 def thread_peer(setting):
-    """The fused sub-warp setting the thread design is compared with."""
+    """The fused sub-warp setting a register design is compared with."""
     return next(s for s in FUSED_SETTINGS if s.group_threads >= setting.nb)
 
 
@@ -418,7 +419,7 @@ def thread_skip(xp, setting, dtype):
     if not setting.compiled_for(np.dtype(dtype).itemsize):
         with pytest.raises(ValueError, match="not compiled for"):
             posv(xp.eye(2, dtype=dtype), xp.ones(2, dtype), setting=setting)
-        pytest.skip("thread setting not compiled for this dtype (checked: a ValueError)")
+        pytest.skip("register setting not compiled for this dtype (checked: a ValueError)")
 
 
 def close_factors(got, ref, dtype):
@@ -428,11 +429,12 @@ def close_factors(got, ref, dtype):
     np.testing.assert_allclose(got, ref, rtol=0, atol=50 * eps(dtype) * scale)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", REGISTER_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_thread_design_matches_fused(xp, setting, dtype):
-    """Every n <= nb, both triangles, every matrix layout (packed C and F batches take the
-    staged path, the others direct accesses), 300 matrices (a partial last chunk): the
+    """Every n <= nb (rows: a spread), both triangles, every matrix layout (thread: packed C
+    and F batches take the staged path, the others direct accesses), 300 matrices (a
+    partial last chunk or warp): the
     same info as the fused design, factors equal up to rounding, the other triangle
     returned as it was (NaN) or zero (cholesky), POSV with one staged, one strided and
     three right-hand sides, X = B where the factorization failed; overwrite_a in place."""
@@ -440,7 +442,9 @@ def test_thread_design_matches_fused(xp, setting, dtype):
     fused = thread_peer(setting)
     rng = rng_for("chol-thread", str(np.dtype(dtype)), str(setting))
     count = 300
-    for n in range(1, setting.nb + 1):
+    sizes = range(1, setting.nb + 1) if setting.thread else sorted({1, 2, 7, setting.nb // 2 + 1, setting.nb - 1,
+                                                                     setting.nb})
+    for n in sizes:
         H, A = hermitian_pd(rng, (count,), n, dtype, "spd_rand")
         fails = {7: n, count - 1: 1}   # the last one in the partial last chunk
         for b, k in fails.items():
@@ -523,7 +527,7 @@ def test_thread_pipeline_many_turns(xp, setting, dtype):
         np.testing.assert_array_equal(to_np(c2), to_np(c))
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", REGISTER_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_thread_design_lists(xp, setting, dtype):
     """Pointer (equal sizes) and variable-size lists up to nb, C and F members, more
@@ -705,10 +709,11 @@ def test_chooser_picks_registered_settings():
             assert s in CHOLESKY_SETTINGS and s.compiled_for(itemsize)
             fits = FUSED_SETTINGS[4].group_bytes(n, itemsize) <= 48 * 1024
             thread = n <= 4 or (n <= 8 and itemsize <= 8)
-            assert s.thread == thread, (n, itemsize, s)
-            assert s.fused == (not thread and (n <= 32 or (n <= 64 and fits))), (n, itemsize, s)
-            if thread:
-                assert n <= s.nb <= max(2, 2 * n) and s.can_solve(n)
+            rows = not thread and (n <= 16 or (n <= 32 and itemsize <= 8))
+            assert s.thread == thread and s.rows == rows, (n, itemsize, s)
+            assert s.fused == (not (thread or rows) and (n <= 32 or (n <= 64 and fits))), (n, itemsize, s)
+            if thread or rows:
+                assert n <= s.nb <= max(2 if thread else 16, 2 * n) and s.can_solve(n)
             elif n <= 32:
                 assert n <= s.group_threads <= max(4, 2 * n) and s.can_solve(n)
             for layout in ("uniform", "pointer", "variable"):
@@ -727,6 +732,7 @@ def test_chooser_picks_registered_settings():
                          + len({(s.design, s.template_args()) for s in ok if s.can_solve(1)}))
     assert len(names) == 3 * sum(per_dtype.values())
     assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, True, False]   # no 8 x 8 complex128
+    assert [s.compiled_for(16) for s in ROWS_SETTINGS] == [True, False]          # no row of 32 complex128
 
 
 def test_thread_plan():
@@ -751,6 +757,14 @@ def test_thread_plan():
         plan_cholesky(s4, 5, 8, 10, limit)
     with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
         plan_cholesky(s8, 8, 16, 10, limit)
+    r16, r32 = ROWS_SETTINGS   # rows: 128-thread blocks of 128 / L groups, static shared memory
+    assert str(r32) == "potrf_rows32x32" and r32.template_args() == "32, 32" and r32.can_solve(32)
+    p16 = plan_cholesky(r16, 16, 8, 70_001, limit, nrhs=1)
+    assert (p16.block, p16.smem, p16.groups, p16.grid) == (128, 0, 8, -(-70_001 // 8))
+    with pytest.raises(ValueError, match="takes matrices up to 16 x 16"):
+        plan_cholesky(r16, 17, 8, 10, limit)
+    with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
+        plan_cholesky(r32, 20, 16, 10, limit)
 
 
 @pytest.mark.parametrize("setting", FUSED_SETTINGS + BLOCKED_SETTINGS, ids=str)

@@ -186,7 +186,7 @@ def section_cholesky():
         A = spd((3,), 70, dtype)
         A[1, 40, 40] = -1
         for s in bt.CHOLESKY_SETTINGS:
-            if s.thread:
+            if s.thread or s.rows:
                 continue
             for lower in (True, False):
                 bt.potrf(A if s.design == "blocked" or s.group_threads > 32 else A[:, :20, :20], lower=lower,
@@ -196,11 +196,12 @@ def section_cholesky():
         bt.potrf(mats)
         bt.posv(bt.PointerBatch([spd((), 20, dtype) for _ in range(33)]), rand((33, 20), dtype))
         checks += 2
-        # the thread design on its sizes: packed C and F batches (staged; the factor and the
-        # one right-hand side through the pipeline), sliced rows and two right-hand sides
-        # (direct), a failing matrix, a partial last chunk, cholesky's zeroed triangle, lists
+        # the thread and rows designs on their sizes: packed C and F batches (thread: staged;
+        # the factor and the one right-hand side through the pipeline), sliced rows and two
+        # right-hand sides (direct), a failing matrix, a partial last chunk or warp,
+        # cholesky's zeroed triangle, lists
         for s in bt.CHOLESKY_SETTINGS:
-            if not s.thread or not s.compiled_for(np.dtype(dtype).itemsize):
+            if not (s.thread or s.rows) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
             for n in (1, s.nb - 1, s.nb):
                 for batch in (1, 3) if race else (1, 130, 65537):
