@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
 from ..settings import check_setting, warp_pipe_plan_bytes
 
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
@@ -196,25 +197,14 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
     memory would pass 48 KiB.  A fused setting whose one group exceeds the
     device's limit, or a solve the fused kernel cannot do, is a ValueError.
     """
+    if setting.thread or setting.rows:
+        _check_register_setting(setting, n_max, itemsize)
     if setting.rows:
-        if n_max > setting.nb:
-            raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, got n = {n_max}")
-        if not setting.compiled_for(itemsize):
-            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "
-                             f"{setting.nb} of them passes the register budget of {ROWS_REG_BYTES} bytes); "
-                             f"use a fused setting")
         groups = ROWS_BLOCK // setting.dim_x
-        return CholeskyPlan(max(1, min(-(-count // groups), 2**31 - 1)), ROWS_BLOCK, 0, groups)
+        return CholeskyPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups)
     if setting.thread:
-        if n_max > setting.nb:
-            raise ValueError(f"setting {setting} takes matrices up to {setting.nb} x {setting.nb}, got n = {n_max}")
-        if not setting.compiled_for(itemsize):
-            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (the triangle of "
-                             f"an {setting.nb} x {setting.nb} matrix passes the register budget of "
-                             f"{THREAD_REG_BYTES} bytes); use a smaller thread setting or a fused one")
         smem = setting.thread_stage_bytes(n_max, nrhs, itemsize, smem_limit) if packed else 0
-        grid = max(1, min(-(-count // setting.dim_x), 2**31 - 1))
-        return CholeskyPlan(grid, setting.dim_x, smem, setting.dim_x)
+        return CholeskyPlan(grid_for(count, setting.dim_x), setting.dim_x, smem, setting.dim_x)
     if nrhs and not setting.can_solve(n_max):
         raise ValueError(f"setting {setting} cannot solve in the same launch for n = {n_max} "
                          f"(the fused solve needs n <= min(group threads, {SOLVE_MAX}))")
@@ -223,8 +213,22 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
         raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "
                          f"(the device allows {smem_limit}); use a blocked setting")
     groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
-    grid = max(1, min(-(-count // groups), 2**31 - 1))
-    return CholeskyPlan(grid, groups * setting.group_threads, groups * per_group, groups)
+    return CholeskyPlan(grid_for(count, groups), groups * setting.group_threads, groups * per_group, groups)
+
+
+def _check_register_setting(setting: CholeskySetting, n_max: int, itemsize: int) -> None:
+    """A thread or rows setting takes matrices up to nb and runs where it is compiled."""
+    nb = setting.nb
+    if n_max > nb:
+        raise ValueError(f"setting {setting} takes matrices up to {nb} x {nb}, got n = {n_max}")
+    if not setting.compiled_for(itemsize):
+        if setting.rows:
+            held, budget, instead = f"a row of {nb} of them", ROWS_REG_BYTES, "a fused setting"
+        else:
+            held, budget = f"the triangle of an {nb} x {nb} matrix", THREAD_REG_BYTES
+            instead = "a smaller thread setting or a fused one"
+        raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements ({held} passes the "
+                         f"register budget of {budget} bytes); use {instead}")
 
 
 def check_cholesky_setting(setting) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
 from ..settings import check_setting, warp_pipe_plan_bytes
 
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
@@ -229,29 +230,27 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
                              f"{setting.nb} matrix of them passes the register budget of {LU_THREAD_REG_BYTES} "
                              f"bytes); use a smaller thread setting or a fused one")
         smem = setting.thread_stage_bytes(m_max, n_max, nrhs, itemsize, write_lu, smem_limit)
-        grid = max(1, min(-(-count // setting.threads), 2**31 - 1))
-        return LuPlan(grid, setting.threads, smem, setting.threads, 0)
+        return LuPlan(grid_for(count, setting.threads), setting.threads, smem, setting.threads, 0)
     if setting.rows:
         if not setting.compiled_for(itemsize):
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "
                              f"{setting.nb} of them passes the register budget of {LU_ROWS_REG_BYTES} bytes); "
                              f"use a smaller rows setting or a fused one")
         groups = ROWS_BLOCK // setting.threads
-        return LuPlan(max(1, min(-(-count // groups), 2**31 - 1)), ROWS_BLOCK, 0, groups, 0)
+        return LuPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups, 0)
     if setting.fused:
         per_group = setting.group_bytes(itemsize)
         if per_group > smem_limit:
             raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory "
                              f"(the device allows {smem_limit})")
         groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
-        grid = max(1, min(-(-count // groups), 2**31 - 1))
-        return LuPlan(grid, groups * setting.threads, groups * per_group, groups, 0)
+        return LuPlan(grid_for(count, groups), groups * setting.threads, groups * per_group, groups, 0)
     lds = panel_ld(m_max)
     smem = setting.blocked_bytes(lds, itemsize)
     if smem > smem_limit:
         raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for m = {m_max} "
                          f"(the device allows {smem_limit}); use a narrower panel")
-    return LuPlan(max(1, min(count, 2**31 - 1)), setting.threads, smem, 1, lds)
+    return LuPlan(grid_for(count, 1), setting.threads, smem, 1, lds)
 
 
 def check_lu_setting(setting) -> None:
