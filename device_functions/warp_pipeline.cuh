@@ -183,4 +183,38 @@ __device__ __forceinline__ void warp_pipeline(const WarpPipe<T>& p, long long co
   }
 }
 
+// The right-hand sides of a thread design (one item per lane, n <= NB unknowns): each of
+// nrhs in registers, solved by solve(x) unless `keep` (a failed factorization: LAPACK
+// leaves X = B).  The one staged right-hand side (the pipeline's b_src) is read from this
+// lane's B slot; with stage_x its solution goes back there and the chunk's solutions
+// leave as one run.  Otherwise column rhs of item b is B.vector(b) + rhs * b_col (step
+// B.inc) in and the same of X out.  Every lane of the warp calls it (flush_b).
+template <int NB, typename T, class Vec, class Solve>
+__device__ __forceinline__ void warp_pipe_solves(const WarpTurn<T>& t, bool active, int n, int nrhs, const Vec& B,
+                                                 long long b_col, const Vec& X, long long x_col, bool stage_x,
+                                                 bool keep, Solve solve) {
+  const long long b = t.b0 + t.lane;
+  const bool staged_b = t.p.b_src != nullptr;
+  for (int rhs = 0; rhs < nrhs; ++rhs) {
+    T x[NB];
+#pragma unroll
+    for (int i = 0; i < NB; ++i) x[i] = T(0);
+    if (active) {
+      const T* bv = staged_b ? t.b : B.vector(b) + rhs * b_col;
+      const long long inc = staged_b ? 1 : B.inc;
+#pragma unroll
+      for (int i = 0; i < NB; ++i)
+        if (i < n) x[i] = bv[i * inc];
+      if (!keep) solve(x);
+      T* xv = stage_x ? t.b : X.vector(b) + rhs * x_col;
+      const long long inc_x = stage_x ? 1 : X.inc;
+#pragma unroll
+      for (int i = 0; i < NB; ++i)
+        if (i < n) xv[i * inc_x] = x[i];
+    }
+    if (stage_x) t.flush_b(X.vector(t.b0));
+  }
+}
+
 }  // namespace bdf
+

@@ -330,27 +330,10 @@ potrf_thread_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col
     }
     if (pipe.out_a) t.flush_a(C.matrix(t.b0));
 
-    // 3. POSV: each right-hand side in registers; a staged one is read from, and its
-    //    solution written to, this lane's B slot
-    for (int rhs = 0; SOLVE && rhs < nrhs; ++rhs) {
-      T x[NB];
-#pragma unroll
-      for (int i = 0; i < NB; ++i) x[i] = T(0);
-      if (active) {
-        const T* bv = pipe.b_src ? t.b : B.vector(b) + rhs * b_col;
-        const long long inc = pipe.b_src ? 1 : B.inc;
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-          if (i < n) x[i] = bv[i * inc];
-        if (!fail) bdf::potrs_regs<NB>(n, a, rdiag, x, conj_l);  // failed: LAPACK's xPOSV leaves X = B
-        T* xv = stage_x ? t.b : X.vector(b) + rhs * x_col;
-        const long long inc_x = stage_x ? 1 : X.inc;
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-          if (i < n) xv[i * inc_x] = x[i];
-      }
-      if (stage_x) t.flush_b(X.vector(t.b0));  // one right-hand side: the chunk's solutions as one run
-    }
+    // 3. POSV: each right-hand side in registers (failed: LAPACK's xPOSV leaves X = B)
+    if constexpr (SOLVE)
+      bdf::warp_pipe_solves<NB>(t, active, n, nrhs, B, b_col, X, x_col, stage_x, fail != 0,
+                                [&](T (&x)[NB]) { bdf::potrs_regs<NB>(n, a, rdiag, x, conj_l); });
   });
 }
 

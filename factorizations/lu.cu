@@ -264,27 +264,10 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
     }
     if (out_a) t.flush_a(LU.matrix(t.b0));
 
-    // 3. GESV (the launcher guarantees m == n): each right-hand side in registers; a
-    //    staged one is read from, and its solution written to, this lane's B slot
-    for (int rhs = 0; rhs < nrhs; ++rhs) {
-      T x[NB];
-#pragma unroll
-      for (int i = 0; i < NB; ++i) x[i] = T(0);
-      if (active) {
-        const T* bv = pipe.b_src ? t.b : B.vector(b) + rhs * b_col;
-        const long long inc = pipe.b_src ? 1 : B.inc;
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-          if (i < n) x[i] = bv[i * inc];
-        if (!fail) bdf::getrs_regs<NB>(n, a, ipiv, x);  // singular: LAPACK's xGESV leaves X = B
-        T* xv = stage_x ? t.b : X.vector(b) + rhs * x_col;
-        const long long inc_x = stage_x ? 1 : X.inc;
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-          if (i < n) xv[i * inc_x] = x[i];
-      }
-      if (stage_x) t.flush_b(X.vector(t.b0));  // one right-hand side: the chunk's solutions as one run
-    }
+    // 3. GESV (the launcher guarantees m == n): each right-hand side in registers
+    //    (singular: LAPACK's xGESV leaves X = B)
+    bdf::warp_pipe_solves<NB>(t, active, n, nrhs, B, b_col, X, x_col, stage_x, fail != 0,
+                              [&](T (&x)[NB]) { bdf::getrs_regs<NB>(n, a, ipiv, x); });
   });
 }
 

@@ -142,6 +142,16 @@ def not_compiled(setting, dtype):
     return setting is not None and not setting.compiled_for(np.dtype(dtype).itemsize)
 
 
+def register_peer(xp, setting, dtype):
+    """A thread or rows setting's test runs on the GPU where the setting is compiled for
+    ``dtype`` (skipped otherwise); returns the fused setting of the same NB it is
+    compared with."""
+    gpu_only_setting(xp, setting)
+    if not_compiled(setting, dtype):
+        pytest.skip("thread setting not compiled for this dtype")
+    return next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+
+
 # --- factorization -------------------------------------------------------------------------
 
 
@@ -729,10 +739,7 @@ def test_register_designs_match_fused(xp, setting, dtype):
     warp): the same info and pivots as the fused design of the same NB, the same factors
     and X up to rounding, X = B for a singular matrix; one and three right-hand sides;
     overwrite flags."""
-    gpu_only_setting(xp, setting)
-    if not_compiled(setting, dtype):
-        pytest.skip("thread setting not compiled for this dtype")
-    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+    fused = register_peer(xp, setting, dtype)
     rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
     count = 300
     nb = setting.nb
@@ -793,10 +800,7 @@ def test_thread_pipeline_many_turns(xp, setting, dtype):
     packed batches, GESV with one right-hand side (staged in and out) and GETRF: info and
     pivots equal to the fused design's, factors and X equal up to rounding; singular
     matrices in the first and the last chunk keep X = B."""
-    gpu_only_setting(xp, setting)
-    if not_compiled(setting, dtype):
-        pytest.skip("thread setting not compiled for this dtype")
-    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+    fused = register_peer(xp, setting, dtype)
     rng = rng_for("pipeline", str(np.dtype(dtype)), str(setting))
     count = 200_001
     bad = np.zeros(count, bool)
