@@ -341,19 +341,45 @@ potrf_thread_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col
 
 constexpr int POTRF_ROWS_BLOCK = 128;
 
-// C's elements (the stored view, column-major) from the group's S (L's rows, ld lds): the
-// named triangle from L, the other one zeros or A's values (unless C is A).  Lane r takes
-// row r of every stored column (n <= L): consecutive lanes on consecutive elements.
-template <typename T>
-__device__ void potrf_rows_store(int lane, int n, const T* S, int lds, const T* a, long long lda, T* c,
-                                 long long ldc, int flags) {
+// S = the named triangle of the stored view as L's rows (row-major, ld lds).  Lane r reads
+// row r of every stored column (consecutive lanes on consecutive elements: coalesced in
+// either orientation), all of them into registers before the first store: a loop that
+// stored each element as it arrived waited one memory latency per column.
+template <int NB, typename T>
+__device__ __forceinline__ void potrf_rows_load(int lane, int n, const T* a, long long lda, bool lower, T* S,
+                                                int lds) {
+  if (lane >= n) return;
+  T v[NB];
+#pragma unroll
+  for (int s = 0; s < NB; ++s) v[s] = s < n && potrf_named(lower, lane, s) ? a[lane + s * lda] : T(0);
+#pragma unroll
+  for (int s = 0; s < NB; ++s) {
+    if (s >= n) break;
+    if (!potrf_named(lower, lane, s)) continue;
+    if (lower) S[lane * lds + s] = v[s];
+    else S[s * lds + lane] = bdf::conj_if(v[s], true);
+  }
+}
+
+// C's elements (the stored view, column-major) from the group's S: the named triangle
+// from L, the other one zeros or A's values (unless C is A).  Lane r writes row r of every
+// stored column; A's values are all loaded before C is written (C may be A, so a load
+// after a store could not be moved ahead of it).
+template <int NB, typename T>
+__device__ __forceinline__ void potrf_rows_store(int lane, int n, const T* S, int lds, const T* a, long long lda,
+                                                 T* c, long long ldc, int flags) {
   const bool lower = flags & POTRF_LOWER, zero = flags & POTRF_ZERO_OTHER, inplace = flags & POTRF_INPLACE;
   if (lane >= n) return;
   const int r = lane;
-  for (int s = 0; s < n; ++s) {
+  const bool copy = !zero && !inplace;  // the other triangle comes from A
+  T v[NB];
+#pragma unroll
+  for (int s = 0; s < NB; ++s) v[s] = s < n && copy && !potrf_named(lower, r, s) ? a[r + s * lda] : T(0);
+#pragma unroll
+  for (int s = 0; s < NB; ++s) {
+    if (s >= n) break;
     if (potrf_named(lower, r, s)) c[r + s * ldc] = lower ? S[r * lds + s] : bdf::conj_if(S[s * lds + r], true);
-    else if (zero) c[r + s * ldc] = T(0);
-    else if (!inplace) c[r + s * ldc] = a[r + s * lda];
+    else if (zero || copy) c[r + s * ldc] = v[s];
   }
 }
 
@@ -361,7 +387,9 @@ __device__ void potrf_rows_store(int lane, int n, const T* S, int lds, const T* 
 // potrf_fused_kernel.  A warp takes its 32 / L matrices together (a warp-uniform loop:
 // every shuffle and __syncwarp has all lanes).  The named triangle reaches S column by
 // stored column, lane r reading row r (consecutive lanes on consecutive elements,
-// coalesced in either orientation), and C leaves the same way.  C may alias A: the whole triangle is in S before C is written.
+// coalesced in either orientation), and C leaves the same way after the solves.  C may
+// alias A: the whole triangle is in S before C is written.  X may alias B: each lane reads
+// its element of a right-hand side before the group's shuffles and writes after them.
 template <class Mat, class Vec, int NB, int L, bool SOLVE>
 __global__ void __launch_bounds__(POTRF_ROWS_BLOCK)
 potrf_rows_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info, int flags,
@@ -382,27 +410,21 @@ potrf_rows_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, 
     const int steps = __reduce_max_sync(0xffffffffu, n);
     const T* a = active ? A.matrix(b) : nullptr;
     const long long lda = active ? A.ldim(b) : 0;
-    if (lane < n) {  // S = the named triangle as L's rows; lane r reads row r of each stored column
-      const int r = lane;
-      for (int s = 0; s < n; ++s) {  // every lane on the same column: one coalesced run
-        if (!potrf_named(lower, r, s)) continue;
-        if (lower) S[r * LDS + s] = a[r + s * lda];
-        else S[s * LDS + r] = bdf::conj_if(a[r + s * lda], true);
-      }
-    }
+    // the first right-hand side is read with the matrix, so both latencies overlap
+    T x = T(0);
+    if (SOLVE && nrhs > 0 && lane < n) x = B.vector(b)[lane * B.inc];
+    potrf_rows_load<NB>(lane, n, a, lda, lower, S, LDS);
     T row[NB];
     R rdiag;
     const int fail = bdf::potrf_rows<NB, L>(lane, n, steps, row, S, LDS, rdiag);  // syncwarps on entry and exit
-    if (active) {
-      if (lane == 0) info[b] = fail;
-      potrf_rows_store<T>(lane, n, S, LDS, a, lda, C.matrix(b), C.ldim(b), flags);
-    }
+    if (active && lane == 0) info[b] = fail;
     for (int rhs = 0; SOLVE && rhs < nrhs; ++rhs) {  // every lane (shuffles); a failed matrix keeps X = B
-      T x = T(0);
-      if (lane < n) x = B.vector(b)[rhs * b_col + lane * B.inc];
+      if (rhs > 0 && lane < n) x = B.vector(b)[rhs * b_col + lane * B.inc];
       bdf::potrs_rows<NB, L>(lane, fail ? 0 : n, steps, row, S, LDS, rdiag, x, conj_l);
       if (lane < n) X.vector(b)[rhs * x_col + lane * X.inc] = x;
     }
+    // C last: the row registers are free by now for the loads of A's other triangle
+    if (active) potrf_rows_store<NB>(lane, n, S, LDS, a, lda, C.matrix(b), C.ldim(b), flags);
     __syncwarp();  // S is refilled by the next turn
   }
 }

@@ -6,6 +6,7 @@
 #   bash tools/device_check.sh warm tests:gemv,gemm,plans,validation sanitize:blas bench:gemv,gemm,overhead
 #
 # warm            compile every kernel instantiation into CuPy's cache (16 processes)
+# warm:F,G        only those of the sources F, G (e.g. warm:lu,cholesky)
 # tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples;
 #                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300;
 #                 TESTS_K=EXPR: only tests matching pytest's -k EXPR)
@@ -35,7 +36,10 @@ for arg in "$@"; do
   kind=${arg%%:*}
   what=${arg#*:}
   case $kind in
-    warm) step warm 240 python3 tools/warm_kernels.py --jobs 16 ;;
+    warm)
+      if [ "$what" = warm ]; then step warm 240 python3 tools/warm_kernels.py --jobs 16
+      else step "warm_${what//,/_}" 240 python3 tools/warm_kernels.py --jobs 16 \
+        --only "$(echo "$what" | tr ',' '\n' | sed 's|$|.cu|' | paste -sd, -)"; fi ;;
     tests)
       files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
       # shellcheck disable=SC2086

@@ -14,7 +14,10 @@ find every kernel compiled).
 this checkout uses (a header edit changes every key), so the carried archive
 holds only what the run needs.
 
-Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90] [--prune]
+``--only lu.cu,cholesky.cu`` compiles the instantiations of those sources only
+(a device run that changed one kernel file need not wait for all of them).
+
+Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90] [--prune] [--only F,G]
 """
 
 from __future__ import annotations
@@ -46,18 +49,22 @@ def main() -> None:
                         "BATCHED_CACHE_DIR, to carry to a device")
     p.add_argument("--prune", action="store_true",
                    help="delete cache files of instantiations this checkout no longer has (needs --arch)")
+    p.add_argument("--only", default="",
+                   help="comma-separated kernel source names (e.g. lu.cu,cholesky.cu); default: all")
     args = p.parse_args()
     import batched  # noqa: F401
     from batched.device_functions import registered
 
-    items = sorted((str(path), name) for path, names in registered().items() for name in names)
+    only = {s for s in args.only.split(",") if s}
+    items = sorted((str(path), name) for path, names in registered().items() for name in names
+                   if not only or path.name in only)
     chunks = [items[i::args.jobs] for i in range(args.jobs)]
     started = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         done = sum(pool.starmap(_compile, [(c, args.arch) for c in chunks]))
     print(f"warm_kernels: {done} instantiations in {time.perf_counter() - started:.0f} s "
           f"with {args.jobs} processes")
-    if args.prune and args.arch:
+    if args.prune and args.arch and not only:
         _prune(items, args.arch)
 
 
