@@ -286,111 +286,178 @@ __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const in
 // --- rows design: one row per lane ---------------------------------------------------
 //
 // getf2_rows / getrs_rows are getf2_tile / getrs_tile for a matrix held one row per lane
-// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB), with no shared
-// memory and no barrier: the pivot search is a shuffle reduction, the pivot row reaches
-// the other lanes by shuffles, and rows never move: each lane keeps `pos`, the position
-// its row has in LAPACK's swapped order (P A), so an interchange changes two integers.
-// The pivot order, the reciprocal rule and the operation order are those of getf2_tile.
+// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB).  Rows never
+// move: each lane keeps `pos`, the position its row has in LAPACK's swapped order (P A),
+// so an interchange changes two integers.  The pivot search is a shuffle reduction; the
+// pivot row is stored once, by its lane, as row j of U in the group's shared array, and
+// the other lanes read it by broadcast loads of 16 bytes (a shuffle moves 4 bytes: two
+// per double and element, which bounded the first version of this design).  The pivot
+// order, the reciprocal rule and the operation order are those of getf2_tile.
 //
 // Every lane of the warp calls them with warp-uniform `steps` and `cols` (the largest
 // min(m, n) and n among the warp's groups, so that every shuffle has all 32 lanes; a
 // group's own m and n decide what its lanes do).  Groups are aligned: lanes
 // [k L, (k + 1) L) of a warp.
 
-// The lane (0..31 in the warp) whose `pos` is `at` among the group's lanes `gmask`, for
-// rows that `hold` one; the calling lane itself when none does (its group is idle).
-__device__ __forceinline__ int rows_lane_at(bool hold, int pos, int at, unsigned gmask) {
-  const unsigned hit = __ballot_sync(0xffffffffu, hold && pos == at) & gmask;
-  return hit ? __ffs(hit) - 1 : int(threadIdx.x & 31u);
+// 16 bytes of T, the unit of the rows design's shared-memory traffic (LDS.128 / STS.128).
+template <typename T> struct alignas(16) Pack16 {
+  static constexpr int W = 16 / int(sizeof(T));
+  T v[W];
+};
+
+// Leading dimension of the rows design's U (NB rows): a whole number of 16-byte pieces,
+// one piece more than the row so that lanes reading different rows spread over the banks.
+template <typename T> __host__ __device__ constexpr int rows_ldu(int nb) {
+  return (nb + Pack16<T>::W - 1) / Pack16<T>::W * Pack16<T>::W + Pack16<T>::W;
+}
+
+// The pivot of one step of getf2_rows: the position of the first largest |re| + |im|
+// among the group's candidates (bdf::iamax's rule: NaN first, then larger, then the
+// smaller position), by integer maxima of the value's bits (a non-negative float's
+// bits order as its values do; NaN made the largest) and a minimum of the positions
+// that reach both: three warp reductions for a double, two for a float, where a shuffle
+// butterfly takes three shuffles and a compare per level.
+template <int L, typename R> __device__ __forceinline__ int rows_pivot(bool cand, R v, int pos) {
+  const unsigned group = ThreadGroup<L>(int(threadIdx.x & 31u) % L).lanes();
+  unsigned hi, lo = 0u;  // a candidate's hi is at least 1: a non-candidate (0) never wins
+  if constexpr (sizeof(R) == 8) {
+    const unsigned long long bits =
+        v != v ? 0x7ff8000000000000ull : static_cast<unsigned long long>(__double_as_longlong(double(v)));
+    hi = cand ? unsigned(bits >> 32) + 1u : 0u;
+    lo = unsigned(bits);
+  } else {
+    hi = cand ? (v != v ? 0x7fc00000u : __float_as_uint(float(v))) + 1u : 0u;
+  }
+  const unsigned top_hi = __reduce_max_sync(group, hi);
+  const bool on_hi = hi == top_hi;
+  const unsigned top_lo = sizeof(R) == 8 ? __reduce_max_sync(group, on_hi ? lo : 0u) : 0u;
+  return int(__reduce_min_sync(group, on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu));
 }
 
 // bdf::getf2_rows: P A = L U of the m x n matrix (m <= L, n <= NB) in the lanes' a, in
-// place (lane i's row ends at position pos in P A: L to the left of the diagonal, U from
-// it on).  my_piv: lane j (j < min(m, n)) gets the 0-based position swapped with j at
-// step j (LAPACK's ipiv - 1).  Returns LAPACK's info to every lane of the group.
+// place.  On exit lane i holds row i of P A's factors (L to the left of the diagonal, U
+// from it on) and `orig`, the row of A it came from; my_piv: lane j (j < min(m, n)) gets
+// the 0-based row swapped with j at step j (LAPACK's ipiv - 1).  Returns LAPACK's info
+// to every lane of the group.
 // Threads:  the whole warp (see above); `lane` the rank in the group (0..L-1).
-// Shared:   none.  Sync: none beyond the shuffles.
-// Memory:   registers only.
+// Shared:   U, the group's NB rows of rows_ldu<T>(NB) elements, 16-byte aligned: row j
+//           of U from step j on with the pivot's reciprocal past its NB elements (0 if
+//           the rule divides), then every row of the factors in P A's order (the int
+//           past row r's NB elements: the row of A it came from).
+// Sync:     __syncwarp on entry, after each pivot row is stored, and twice as the rows
+//           are put in order.
+// Memory:   registers and U.  Each step updates every lane's row with the multiplier
+//           0 where the row must not change (rows already in U, the pivot row, lanes
+//           past m): their registers may take 0 * Inf = NaN, and the rows of U are read
+//           back from U at the end.  A step with a zero pivot updates nothing.
 // Failure:  a zero pivot's column is neither scaled nor used, as getf2_tile.
 template <int NB, int L, typename T>
-__device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, int cols, T (&a)[NB], int& pos,
-                                          int& my_piv) {
-  using R = typename real_of<T>::type;
-  constexpr unsigned ALL = 0xffffffffu;
-  const unsigned gmask = ThreadGroup<L>(lane).lanes();
+__device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (&a)[NB], int& orig, int& my_piv,
+                                          T* U) {
+  using P = Pack16<T>;
+  constexpr int W = P::W, LDU = rows_ldu<T>(NB);
+  static_assert(NB % W == 0, "rows of whole 16-byte pieces");
   const int kmin = m < n ? m : n;
   const bool valid = lane < m;
-  int info = 0;
-  pos = lane;
+  int info = 0, pos = lane;  // pos: the position of this lane's row in P A
   my_piv = lane;
+  __syncwarp();  // the previous matrix's rows have been read
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     if (j >= steps) break;  // warp-uniform
     const bool live = j < kmin;
-    // pivot search (bdf::iamax's rule): the first largest |re| + |im| in positions j..m-1
-    const bool cand = live && valid && pos >= j;
-    R best = cand ? abs1(a[j]) : R(-1);
-    int at = cand ? pos : 0x7fffffff;
+    const bool cand = live && valid && pos >= j;  // positions j .. m-1
+    // every candidate's reciprocal while the reduction runs: the pivot's comes with its
+    // row, so no lane waits for a division after the pivot is known
+    const PivotScale<T> own(a[j]);
+    const int at = rows_pivot<L>(cand, abs1(a[j]), pos);
+    const bool src = cand && pos == at;
+    if (src) {  // the pivot row, from the 16-byte piece holding element j on, is row j of U
 #pragma unroll
-    for (int d = L / 2; d >= 1; d /= 2) {
-      const R ov = __shfl_xor_sync(ALL, best, d);
-      const int oi = __shfl_xor_sync(ALL, at, d);
-      if (iamax_ahead(ov, oi, best, at)) {
-        best = ov;
-        at = oi;
+      for (int c0 = j / W * W; c0 < NB; c0 += W) {
+        P piece;
+#pragma unroll
+        for (int e = 0; e < W; ++e) piece.v[e] = a[c0 + e];
+        *reinterpret_cast<P*>(U + j * LDU + c0) = piece;
       }
+      U[j * LDU + NB] = own.recip ? own.r : T(0);  // 0: divide (the pivot is outside the rule's range)
     }
-    const int src = rows_lane_at(cand, pos, at, gmask);  // the pivot row's lane
-    const T piv = shfl_from(a[j], src, ALL, 32);
     if (live) {  // the interchange of positions j and at
       if (lane == j) my_piv = at;
       if (pos == j) pos = at;
-      else if (int(threadIdx.x & 31u) == src) pos = j;
+      else if (src) pos = j;
     }
-    const bool go = live && piv != T(0);
+    __syncwarp();  // row j of U is visible to the group
+    const T piv = live ? U[j * LDU + j] : T(0), r = live ? U[j * LDU + NB] : T(0);
+    const bool go = live && piv != T(0);  // group-uniform
     if (live && !go && info == 0) info = j + 1;
-    const bool upd = go && valid && pos > j;
-    T l = T(0);
-    if (upd) {
-      l = PivotScale<T>(piv)(a[j]);
-      a[j] = l;
-    }
+    if (go) {
+      const bool upd = valid && pos > j;
+      const T l = !upd ? T(0) : r != T(0) ? a[j] * r : safe_divide(a[j], piv);  // PivotScale's rule
+      if (upd) a[j] = l;
 #pragma unroll
-    for (int c = j + 1; c < NB; ++c) {
-      if (c >= cols) break;  // warp-uniform
-      const T u = shfl_from(a[c], src, ALL, 32);
-      if (upd) a[c] -= l * u;
+      for (int c0 = (j + 1) / W * W; c0 < NB; c0 += W) {
+        const P u = *reinterpret_cast<const P*>(U + j * LDU + c0);
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+          if (c0 + e > j) a[c0 + e] -= l * u.v[e];
+      }
     }
+  }
+  // every row to its position: U's part from U (positions past min(m, n) have none),
+  // the whole row back into U at its position, and row `lane` read from there
+  __syncwarp();  // the last step's reciprocal has been read: the ints below take its place
+  orig = lane;
+  if (valid) {
+#pragma unroll
+    for (int c0 = 0; c0 < NB; c0 += W) {
+      P u = *reinterpret_cast<const P*>(U + pos * LDU + c0);
+#pragma unroll
+      for (int e = 0; e < W; ++e) u.v[e] = select(c0 + e >= pos && pos < kmin, u.v[e], a[c0 + e]);
+      *reinterpret_cast<P*>(U + pos * LDU + c0) = u;
+    }
+    *reinterpret_cast<int*>(U + pos * LDU + NB) = lane;
+  }
+  __syncwarp();
+  if (valid) {
+#pragma unroll
+    for (int c0 = 0; c0 < NB; c0 += W) {
+      const P u = *reinterpret_cast<const P*>(U + lane * LDU + c0);
+#pragma unroll
+      for (int e = 0; e < W; ++e) a[c0 + e] = u.v[e];
+    }
+    orig = *reinterpret_cast<const int*>(U + lane * LDU + NB);
   }
   return info;
 }
 
-// bdf::getrs_rows: x = U^{-1} L^{-1} P b for the n x n factors of getf2_rows; lane i
-// holds b_i (the user's row order: P is already in `pos`) and ends with the unknown
-// at position pos.  The same operations as getrs_tile (trsv_tile's column order and
-// safe_divide by the diagonal).
-// Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n); a group with n = 0
-//           takes part in the shuffles and leaves x as it is.
+// bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, lane i
+// holding row i of them and (P b)_i, ending with x_i.  The same operations as
+// getrs_tile (trsv_tile's column order), but the division by U's diagonal goes through
+// the pivot rule's reciprocal (PivotScale: a reciprocal unless the diagonal is outside
+// [sfmin, 1 / sfmin], then a division).
+// Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n; U as getf2_rows
+//           left it, read at the lane's diagonal); a group with n = 0 takes part in the
+//           shuffles and leaves x as it is.
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
 template <int NB, int L, typename T>
-__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[NB], int pos, T& x) {
+__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[NB], const T* U, T& x) {
   constexpr unsigned ALL = 0xffffffffu;
-  const unsigned gmask = ThreadGroup<L>(lane).lanes();
   const bool valid = lane < n;
 #pragma unroll
   for (int k = 0; k < NB; ++k) {  // unit lower, forward
-    if (k >= cols) break;
-    const int src = rows_lane_at(valid, pos, k, gmask);
-    const T xk = shfl_from(x, src, ALL, 32);
-    if (valid && k < n && pos > k) x -= a[k] * xk;
+    if (k >= cols) break;  // warp-uniform
+    const T xk = shfl_from(x, k, ALL, L);
+    if (valid && k < n && lane > k) x -= a[k] * xk;
   }
+  const PivotScale<T> diag(valid ? U[lane * rows_ldu<T>(NB) + lane] : T(1));
+  const bool fast = diag.recip;
 #pragma unroll
   for (int k = NB - 1; k >= 0; --k) {  // upper, backward
-    if (k >= cols) continue;
-    const int src = rows_lane_at(valid, pos, k, gmask);
-    if (valid && pos == k) x = safe_divide(x, a[k]);
-    const T xk = shfl_from(x, src, ALL, 32);
-    if (valid && k < n && pos < k) x -= a[k] * xk;
+    if (k >= cols) continue;  // warp-uniform
+    if (valid && lane == k) x = fast ? x * diag.r : safe_divide(x, diag.piv);
+    const T xk = shfl_from(x, k, ALL, L);
+    if (valid && k < n && lane < k) x -= a[k] * xk;
   }
 }
 

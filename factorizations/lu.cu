@@ -275,20 +275,31 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
 
 // Rows design (getrf_rows_kernel, max(m, n) <= NB <= L <= 32): a group of L lanes per
 // matrix, lane i holding row i in registers (bdf::getf2_rows / getrs_rows), 32 / L
-// matrices per warp, LU_ROWS_BLOCK threads per block; no shared memory, no barrier.
+// matrices per warp, LU_ROWS_BLOCK threads per block; each group's U rows in static
+// shared memory (the pivot rows' broadcast), no barrier beyond __syncwarp.
 constexpr int LU_ROWS_BLOCK = 128;
+
+// Blocks of LU_ROWS_BLOCK threads an SM should hold (__launch_bounds__'s minimum, a
+// register cap): each step is a chain of dependent instructions (reduction, broadcast,
+// scale) that only other warps hide.  Rows of up to 128 bytes: 6 blocks (80 registers),
+// longer ones 4 (128).
+__host__ __device__ constexpr int lu_rows_min_blocks(int row_bytes) { return row_bytes <= 128 ? 6 : 4; }
 
 // Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
 // takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
 // LU may alias A (every lane has read its row before the group writes); X may alias B
-// (each lane reads its b before the group's shuffles, and writes after them).
+// (the group's lanes read their elements of b, each at its row's origin, before the
+// solve's shuffles, which need every lane's, and write x after them).
 template <class MatA, class Vec, class IVec, int NB, int L>
-__global__ void __launch_bounds__(LU_ROWS_BLOCK)
+__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_min_blocks(NB * sizeof(typename MatA::value_type)))
 getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                   int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   static_assert(NB >= 1 && NB <= L && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes per matrix");
-  constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32;
+  constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32, GROUPS = LU_ROWS_BLOCK / L;
+  constexpr int U_ELEMS = NB * bdf::rows_ldu<T>(NB);
+  __shared__ __align__(16) unsigned char raw[GROUPS * U_ELEMS * sizeof(T)];
+  T* U = reinterpret_cast<T*>(raw) + (threadIdx.x / L) * U_ELEMS;
   const int wl = int(threadIdx.x & 31u), lane = wl % L;
   const bool a_trans = flags & LU_A_TRANS;
   const long long first = ((long long)blockIdx.x * WARPS + threadIdx.x / 32) * PER_WARP;
@@ -314,27 +325,28 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
         a[c] = src[lane * rs + c * cs];
       }
     }
-    int pos, my_piv;
-    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, cols, a, pos, my_piv);
+    int orig, my_piv;
+    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, a, orig, my_piv, U);
     if (active && lane == 0) info[b] = fail;
     if ((flags & LU_WRITE_PIV) && lane < kmin) piv.vector(b)[lane * piv.inc] = my_piv + 1;
-    if ((flags & LU_WRITE_LU) && lane < m) {  // row pos of the column-major factors
+    if ((flags & LU_WRITE_LU) && lane < m) {  // row `lane` of the column-major factors
       T* dst = LU.matrix(b);
       const long long ld = LU.ldim(b);
 #pragma unroll
       for (int c = 0; c < NB; ++c) {
         if (c >= n) break;
-        dst[pos + c * ld] = a[c];
+        dst[lane + c * ld] = a[c];
       }
     }
-    // GESV (the launcher guarantees m == n): one right-hand side at a time, b_i in lane i
+    // GESV (the launcher guarantees m == n): one right-hand side at a time, lane i taking
+    // (P b)_i, the element of b at its row's origin, and ending with x_i.  Every lane takes
+    // part (the shuffles); a singular matrix solves nothing (n = 0 there): LAPACK's xGESV
+    // leaves X = B, so its lanes take b_i itself.
     for (int c = 0; c < nrhs; ++c) {
       T x = T(0);
-      if (lane < n) x = B.vector(b)[c * b_col + lane * B.inc];
-      // every lane takes part (the shuffles); a singular matrix solves nothing (n = 0 there):
-      // LAPACK's xGESV leaves X = B (x is b_i, row i = lane)
-      bdf::getrs_rows<NB, L>(lane, fail ? 0 : n, cols, a, pos, x);
-      if (lane < n) X.vector(b)[c * x_col + (fail ? lane : pos) * X.inc] = x;
+      if (lane < n) x = B.vector(b)[c * b_col + (fail ? lane : orig) * B.inc];
+      bdf::getrs_rows<NB, L>(lane, fail ? 0 : n, cols, a, U, x);
+      if (lane < n) X.vector(b)[c * x_col + lane * X.inc] = x;
     }
   }
 }

@@ -19,9 +19,11 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   blocks the GPU holds at once (the launcher knows the kernel's registers).
 - ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB <= L, a group of L = threads
   lanes per matrix, lane i holding row i in registers (32 / L matrices per warp, blocks
-  of ROWS_BLOCK threads); no shared memory and no barrier: the pivot search and the pivot
-  row travel by shuffles.  GESV solves in the same launch, as fused.  NB = 8 and 16
-  (a row within LU_ROWS_REG_BYTES for every dtype).
+  of ROWS_BLOCK threads); the pivot search is three (float: two) warp reductions, and
+  each pivot row is stored once as a row of U in the group's static shared memory and
+  read by broadcast loads; no barrier beyond __syncwarp.  GESV solves in the same
+  launch, as fused.  NB = 8, 16 and 32 (a row within LU_ROWS_REG_BYTES: 32 is not
+  compiled for complex128).
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ class LuSetting:
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
         if self.thread:   # shared memory is optional (staging)
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
-        if self.rows:     # no shared memory
+        if self.rows:     # static shared memory only (under 48 KiB for every compiled NB)
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
         if self.fused:
             return max(m, n) <= self.nb and self.group_bytes(itemsize) <= smem_limit
@@ -148,9 +150,7 @@ FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting(
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
 THREAD_SETTINGS = (LuSetting("thread", 2, 128), LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
-# No rows32x32: measured on the H100 it ties with fused32x32 for GESV (912 vs 908 us,
-# float64) and loses for GETRF (1162 vs 840 us): n^2 / 2 pivot-row shuffles per matrix.
-ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16))
+ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32))
 LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS
 
 
@@ -160,37 +160,32 @@ def panel_ld(m: int) -> int:
     return max(1, m | 1)
 
 
-def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024,
-                      solving: bool = True) -> LuSetting:
-    """Default setting for the largest m and n of a batch, factored for a solve in the
-    same launch (``solving``) or alone (GETRF).
+def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> LuSetting:
+    """Default setting for the largest m and n of a batch.
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
-    registers), then up to 64 the fused design (the smallest NB that covers the
+    registers), then up to 32 the rows design for elements of at most 8 bytes (a
+    row per lane), then up to 64 the fused design (the smallest NB that covers the
     matrix); beyond, blocked with the widest panel whose shared memory fits (32
     columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
-    (``bench/solve.py --sweep``, GESV with one right-hand side, 256 MB of operands):
+    (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
+    operands, diagonally dominant matrices):
     the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
-    (float64) to 3.3x (float32) at 8 x 8.  Session 8 (the thread design's pipeline,
-    its 2 x 2 setting, interchanges skipped when the pivot is on the diagonal): DGESV
-    290 us at 2 x 2, 171 at 4 x 4, 208 at 8 x 8 (diagonally dominant matrices); but
-    GETRF alone at 8 x 8 takes 491 us there (the factors leave through a second
-    buffer of matrices: 133 KiB of shared memory, one block per SM) against 289 us
-    for rows8, so GETRF without a solve goes to rows8 from 5 to 8.  From 9 to 16, for
-    elements of at most 8 bytes (measured: float32 and float64), the rows design:
-    506 us against 652 us (float64) and 647 against 967 us (float32) at 16 x 16.  At
-    32 x 32 rows and fused are even (its pivot rows travel by shuffles: two per
-    double, n^2 / 2 per matrix).
+    (float64) to 3.3x (float32) at 8 x 8; session 8 gave it a per-warp pipeline
+    (DGESV 290 / 171 / 208 us at 2 / 4 / 8).  Session 10: the rows design's pivot
+    rows through shared memory (and its pivot search by integer reductions) made
+    it the fastest from 9 to 32: DGESV 16 x 16 434 us (fused 652), 32 x 32 477 us
+    (fused32 908, the old shuffle rows32 912); GETRF alone from 5 to 8 now also
+    runs faster in the thread design (its 'late' pipeline since session 9: 345-361
+    us against 504-572 for rows8 at 8 x 8, float64).
     """
     size = max(m, n)
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
-            if not solving and size > 4 and s.nb == 8:
-                return ROWS_SETTINGS[0]   # GETRF alone from 5 to 8 (measured: see above)
             return s
-    rows16 = ROWS_SETTINGS[1]
-    if size <= rows16.nb and itemsize <= 8:
-        return rows16
+    for s in ROWS_SETTINGS[1:]:
+        if size <= s.nb and s.compiled_for(itemsize) and itemsize <= 8:
+            return s
     for s in FUSED_SETTINGS:
         if size <= s.nb and s.fits(m, n, itemsize, smem_limit):
             return s
