@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
+
 GEMV_UNROLL = 4        # bdf::GEMV_UNROLL (device_functions/gemv.cuh)
 GEMM_K = 8             # GebrdGemmTile::K (gebrd.cu): the trailing update's k step
 SOFT_SMEM = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
@@ -169,10 +171,10 @@ def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, cou
     if setting.blocked:
         if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
             smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
-            return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, smem, False, 0)
+            return GebrdPlan(grid_for(count, 1), setting.threads, smem, False, 0)
         with_xy = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=True)
         if with_xy <= smem_limit:
-            return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, with_xy, True, 0)
+            return GebrdPlan(grid_for(count, 1), setting.threads, with_xy, True, 0)
         smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
         if smem > smem_limit:
             raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
@@ -183,7 +185,7 @@ def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, cou
     if smem > smem_limit:
         raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
                          f"matrix (the device allows {smem_limit}); use a setting with stage=False")
-    return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, smem)
+    return GebrdPlan(grid_for(count, 1), setting.threads, smem)
 
 
 def plan_orgbr(setting: GebrdSetting, len_max: int, itemsize: int, count: int, smem_limit: int) -> GebrdPlan:
@@ -191,7 +193,7 @@ def plan_orgbr(setting: GebrdSetting, len_max: int, itemsize: int, count: int, s
     if smem > smem_limit:
         raise ValueError(f"orgbr needs {smem} bytes of shared memory for length {len_max} "
                          f"(the device allows {smem_limit})")
-    return GebrdPlan(max(1, min(count, 2**31 - 1)), setting.threads, smem)
+    return GebrdPlan(grid_for(count, 1), setting.threads, smem)
 
 
 def choose_orgbr_setting(m: int, n: int) -> GebrdSetting:

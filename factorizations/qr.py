@@ -746,7 +746,7 @@ def _launch_orgqr(layout, dtype, m_max, ncol_max, count, q_struct, tau_struct, k
     kernel = build.get_kernel(SOURCE, orgqr_kernel_name(layout, dtype, dims))
     if smem > 48 * 1024:  # only for Q wider than 3072 (float64) columns
         kernel.max_dynamic_shared_size_bytes = smem
-    kernel((max(1, min(count, 2**31 - 1)),), (dims[0] * dims[1],),
+    kernel((ln.grid_for(count, 1),), (dims[0] * dims[1],),
            (q_struct, tau_struct, ks_ptr, np.int64(k_uniform), np.int64(count), np.int32(max(ncol_max, 1))),
            shared_mem=smem)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
 from ..settings import check_setting
 
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
@@ -163,14 +164,14 @@ def plan_qr(setting: QrSetting, m_max: int, n_max: int, nrhs: int, itemsize: int
         if smem > smem_limit:
             raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for m = {m_max} "
                              f"(the device allows {smem_limit}); use the global design")
-        return QrPlan(max(1, min(count, 2**31 - 1)), setting.group_threads, smem, 1, ldp=max(m_max, 1))
+        return QrPlan(grid_for(count, 1), setting.group_threads, smem, 1, ldp=max(m_max, 1))
     s_a, s_b, wlen, per_group = setting.unblocked_layout(m_max, n_max, nrhs, itemsize)
     if per_group > smem_limit:
         raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for an "
                          f"{m_max} x {n_max} matrix with {nrhs} right-hand sides (the device allows "
                          f"{smem_limit}); use the blocked or global design")
     groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
-    grid = max(1, min(-(-count // groups), 2**31 - 1))
+    grid = grid_for(count, groups)
     return QrPlan(grid, groups * setting.group_threads, groups * per_group, groups, s_a, s_b, wlen, per_group)
 
 

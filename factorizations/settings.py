@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
 from ..settings import check_setting
 
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
@@ -122,13 +123,13 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
     """
     if setting.single_tile(n_max):
         groups = BLOCK_SUBWARP // setting.group_threads
-        return TrsvPlan(max(1, min(-(-items // groups), 2**31 - 1)), BLOCK_SUBWARP, 0, groups, 0)
+        return TrsvPlan(grid_for(items, groups), BLOCK_SUBWARP, 0, groups, 0)
     per_group = setting.group_bytes(n_max, itemsize)
     if per_group > smem_limit:
         raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "
                          f"(the device allows {smem_limit}); use a recursive setting")
     groups = max(1, min(setting.max_groups_per_block, SOFT_SMEM // per_group))
-    grid = max(1, min(-(-items // groups), 2**31 - 1))
+    grid = grid_for(items, groups)
     return TrsvPlan(grid, groups * setting.group_threads, groups * per_group, groups, setting.xlen(n_max))
 
 

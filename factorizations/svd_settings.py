@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._launch import grid_for
+
 SOFT_SMEM = 48 * 1024   # above this a kernel must opt in; several blocks per SM below it
 MAXITR = 6              # LAPACK xBDSQR's MAXITR
 MAX_THREADS = 256       # __launch_bounds__ of bdsqr_kernel
@@ -116,7 +118,7 @@ def plan_bdsqr(setting: BdsqrSetting, k_max: int, itemsize: int, count: int, vec
         raise ValueError(f"setting {setting} needs {per_slot} bytes of shared memory per matrix for "
                          f"k = {k_max} (the device allows {smem_limit})")
     slots = max(1, min(setting.slots, SOFT_SMEM // per_slot, max(count, 1)))
-    grid = max(1, min(-(-count // slots), 2**31 - 1))
+    grid = grid_for(count, slots)
     return BdsqrPlan(grid, slots * setting.group, _align16(slots * per_slot), slots)
 
 
