@@ -350,6 +350,27 @@ def _device_limits() -> tuple[int, int, int]:
     return limits
 
 
+class DesignKinds:
+    """Which design a factorization setting's ``design`` field names: the predicates that
+    LuSetting and CholeskySetting (frozen dataclasses with a ``design`` field) share."""
+
+    @property
+    def fused(self) -> bool:
+        return self.design == "fused"
+
+    @property
+    def blocked(self) -> bool:
+        return self.design == "blocked"
+
+    @property
+    def thread(self) -> bool:
+        return self.design == "thread"
+
+    @property
+    def rows(self) -> bool:
+        return self.design == "rows"
+
+
 def check_setting(setting, kind, compiled) -> None:
     """``setting=`` of any routine: None, or one of the ``compiled`` settings of class ``kind``."""
     if setting is None:

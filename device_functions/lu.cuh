@@ -30,7 +30,8 @@ template <typename T> __device__ __forceinline__ typename real_of<T>::type modul
 
 // LAPACK's scaling of a column by its pivot: by the reciprocal unless that would
 // overflow (|pivot| < sfmin); here also unless it would be subnormal and short of
-// digits (|pivot| > 1 / sfmin).  Otherwise divide (safe_divide).
+// digits (|pivot| > 1 / sfmin).  Otherwise divide (safe_divide).  r is 0 exactly when
+// the rule divides, so (piv, r) carries the whole decision (the rows design stores r).
 template <typename T> struct PivotScale {
   T piv, r;
   bool recip;
@@ -40,6 +41,7 @@ template <typename T> struct PivotScale {
     recip = a >= SafeMin<R>::value && a <= R(1) / SafeMin<R>::value;
     r = recip ? T(1) / p : T(0);
   }
+  __device__ __forceinline__ PivotScale(T p, T r_) : piv(p), r(r_), recip(r_ != T(0)) {}
   __device__ __forceinline__ T operator()(T l) const { return recip ? l * r : safe_divide(l, piv); }
 };
 
@@ -286,13 +288,15 @@ __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const in
 // --- rows design: one row per lane ---------------------------------------------------
 //
 // getf2_rows / getrs_rows are getf2_tile / getrs_tile for a matrix held one row per lane
-// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB).  Rows never
-// move: each lane keeps `pos`, the position its row has in LAPACK's swapped order (P A),
-// so an interchange changes two integers.  The pivot search is a shuffle reduction; the
-// pivot row is stored once, by its lane, as row j of U in the group's shared array, and
-// the other lanes read it by broadcast loads of 16 bytes (a shuffle moves 4 bytes: two
-// per double and element, which bounded the first version of this design).  The pivot
-// order, the reciprocal rule and the operation order are those of getf2_tile.
+// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB).  During the
+// factorization rows do not move: each lane keeps `pos`, the position its row has in
+// LAPACK's swapped order (P A), so an interchange changes two integers; at the end the
+// rows are put in that order through shared memory.  The pivot search is a few warp
+// reductions (rows_pivot); the pivot row is stored once, by its lane, as row j of U in
+// the group's shared array, and the other lanes read it by broadcast loads of 16 bytes
+// (a shuffle moves 4 bytes: two per double and element, which bounded the first version
+// of this design).  The pivot order, the reciprocal rule and the operation order are
+// those of getf2_tile.
 //
 // Every lane of the warp calls them with warp-uniform `steps` and `cols` (the largest
 // min(m, n) and n among the warp's groups, so that every shuffle has all 32 lanes; a
@@ -304,6 +308,18 @@ template <typename T> struct alignas(16) Pack16 {
   static constexpr int W = 16 / int(sizeof(T));
   T v[W];
 };
+
+// Element c0 (a multiple of W) on of a register row as one 16-byte piece, to and from
+// shared memory (c0 a constant of an unrolled loop: the row is never indexed at run time).
+template <int NB, typename T> __device__ __forceinline__ void put_piece(T* dst, const T (&a)[NB], int c0) {
+  Pack16<T> p;
+#pragma unroll
+  for (int e = 0; e < Pack16<T>::W; ++e) p.v[e] = a[c0 + e];
+  *reinterpret_cast<Pack16<T>*>(dst) = p;
+}
+template <typename T> __device__ __forceinline__ Pack16<T> get_piece(const T* src) {
+  return *reinterpret_cast<const Pack16<T>*>(src);
+}
 
 // Leading dimension of the rows design's U (NB rows): a whole number of 16-byte pieces,
 // one piece more than the row so that lanes reading different rows spread over the banks.
@@ -374,13 +390,8 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
     const bool src = cand && pos == at;
     if (src) {  // the pivot row, from the 16-byte piece holding element j on, is row j of U
 #pragma unroll
-      for (int c0 = j / W * W; c0 < NB; c0 += W) {
-        P piece;
-#pragma unroll
-        for (int e = 0; e < W; ++e) piece.v[e] = a[c0 + e];
-        *reinterpret_cast<P*>(U + j * LDU + c0) = piece;
-      }
-      U[j * LDU + NB] = own.recip ? own.r : T(0);  // 0: divide (the pivot is outside the rule's range)
+      for (int c0 = j / W * W; c0 < NB; c0 += W) put_piece(U + j * LDU + c0, a, c0);
+      U[j * LDU + NB] = own.r;  // 0 where the rule divides
     }
     if (live) {  // the interchange of positions j and at
       if (lane == j) my_piv = at;
@@ -393,11 +404,11 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
     if (live && !go && info == 0) info = j + 1;
     if (go) {
       const bool upd = valid && pos > j;
-      const T l = !upd ? T(0) : r != T(0) ? a[j] * r : safe_divide(a[j], piv);  // PivotScale's rule
+      const T l = upd ? PivotScale<T>(piv, r)(a[j]) : T(0);
       if (upd) a[j] = l;
 #pragma unroll
       for (int c0 = (j + 1) / W * W; c0 < NB; c0 += W) {
-        const P u = *reinterpret_cast<const P*>(U + j * LDU + c0);
+        const P u = get_piece(U + j * LDU + c0);
 #pragma unroll
         for (int e = 0; e < W; ++e)
           if (c0 + e > j) a[c0 + e] -= l * u.v[e];
@@ -411,10 +422,10 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
   if (valid) {
 #pragma unroll
     for (int c0 = 0; c0 < NB; c0 += W) {
-      P u = *reinterpret_cast<const P*>(U + pos * LDU + c0);
+      const P u = get_piece(U + pos * LDU + c0);
 #pragma unroll
-      for (int e = 0; e < W; ++e) u.v[e] = select(c0 + e >= pos && pos < kmin, u.v[e], a[c0 + e]);
-      *reinterpret_cast<P*>(U + pos * LDU + c0) = u;
+      for (int e = 0; e < W; ++e) a[c0 + e] = select(c0 + e >= pos && pos < kmin, u.v[e], a[c0 + e]);
+      put_piece(U + pos * LDU + c0, a, c0);
     }
     *reinterpret_cast<int*>(U + pos * LDU + NB) = lane;
   }
@@ -422,7 +433,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
   if (valid) {
 #pragma unroll
     for (int c0 = 0; c0 < NB; c0 += W) {
-      const P u = *reinterpret_cast<const P*>(U + lane * LDU + c0);
+      const P u = get_piece(U + lane * LDU + c0);
 #pragma unroll
       for (int e = 0; e < W; ++e) a[c0 + e] = u.v[e];
     }
@@ -451,11 +462,10 @@ __device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&
     if (valid && k < n && lane > k) x -= a[k] * xk;
   }
   const PivotScale<T> diag(valid ? U[lane * rows_ldu<T>(NB) + lane] : T(1));
-  const bool fast = diag.recip;
 #pragma unroll
   for (int k = NB - 1; k >= 0; --k) {  // upper, backward
     if (k >= cols) continue;  // warp-uniform
-    if (valid && lane == k) x = fast ? x * diag.r : safe_divide(x, diag.piv);
+    if (valid && lane == k) x = diag(x);
     const T xk = shfl_from(x, k, ALL, L);
     if (valid && k < n && lane < k) x -= a[k] * xk;
   }

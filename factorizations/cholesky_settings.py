@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._launch import grid_for
-from ..settings import check_setting, warp_pipe_plan_bytes
+from ..settings import DesignKinds, check_setting, warp_pipe_plan_bytes
 
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # potrf_block_threads() in factorizations/cholesky.cu for groups <= 32
@@ -48,7 +48,7 @@ ROWS_BLOCK = 128         # POTRF_ROWS_BLOCK in cholesky.cu
 
 
 @dataclass(frozen=True)
-class CholeskySetting:
+class CholeskySetting(DesignKinds):
     """``design`` 'thread', 'rows', 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix
     (the shape of the GEMV that updates each column); for 'thread' DIM_X threads per
     block, one matrix of at most ``nb`` x ``nb`` each; for 'rows' DIM_X lanes per
@@ -67,22 +67,6 @@ class CholeskySetting:
     @property
     def group_threads(self) -> int:
         return 1 if self.thread else self.dim_x * self.dim_y
-
-    @property
-    def fused(self) -> bool:
-        return self.design == "fused"
-
-    @property
-    def thread(self) -> bool:
-        return self.design == "thread"
-
-    @property
-    def rows(self) -> bool:
-        return self.design == "rows"
-
-    @property
-    def blocked(self) -> bool:
-        return self.design == "blocked"
 
     def compiled_for(self, itemsize: int) -> bool:
         """Is this setting instantiated for elements of ``itemsize`` bytes?"""

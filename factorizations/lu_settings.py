@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._launch import grid_for
-from ..settings import check_setting, warp_pipe_plan_bytes
+from ..settings import DesignKinds, check_setting, warp_pipe_plan_bytes
 
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
@@ -64,7 +64,7 @@ def lu_work_bytes(group: int, itemsize: int) -> int:  # bdf::lu_work_bytes (lu.c
 
 
 @dataclass(frozen=True)
-class LuSetting:
+class LuSetting(DesignKinds):
     """``design`` 'fused', 'blocked', 'thread' or 'rows'; ``nb``: the largest matrix
     (fused, thread, rows) or the panel width (blocked); ``threads`` per matrix (fused,
     blocked, rows: the lanes of a group) or per block (thread: one thread per matrix)."""
@@ -72,22 +72,6 @@ class LuSetting:
     design: str
     nb: int
     threads: int
-
-    @property
-    def fused(self) -> bool:
-        return self.design == "fused"
-
-    @property
-    def blocked(self) -> bool:
-        return self.design == "blocked"
-
-    @property
-    def thread(self) -> bool:
-        return self.design == "thread"
-
-    @property
-    def rows(self) -> bool:
-        return self.design == "rows"
 
     @property
     def solves_in_launch(self) -> bool:
@@ -130,9 +114,7 @@ class LuSetting:
         return gemm + u12 + panel + work + _align16(self.nb * 4)
 
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
-        if self.thread:   # shared memory is optional (staging)
-            return max(m, n) <= self.nb and self.compiled_for(itemsize)
-        if self.rows:     # static shared memory only (under 48 KiB for every compiled NB)
+        if self.thread or self.rows:  # shared memory optional (thread: staging) or static (rows)
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
         if self.fused:
             return max(m, n) <= self.nb and self.group_bytes(itemsize) <= smem_limit
