@@ -285,18 +285,22 @@ __device__ __forceinline__ void getrs_regs(int n, const T (&a)[NB][NB], const in
   }
 }
 
-// --- rows design: one row per lane ---------------------------------------------------
+// --- rows design: R rows per lane ---------------------------------------------------
 //
-// getf2_rows / getrs_rows are getf2_tile / getrs_tile for a matrix held one row per lane
-// by a group of L lanes (lane i: row i, a[c] = element (i, c), c < NB).  During the
-// factorization rows do not move: each lane keeps `pos`, the position its row has in
-// LAPACK's swapped order (P A), so an interchange changes two integers; at the end the
-// rows are put in that order through shared memory.  The pivot search is a few warp
-// reductions (rows_pivot); the pivot row is stored once, by its lane, as row j of U in
-// the group's shared array, and the other lanes read it by broadcast loads of 16 bytes
-// (a shuffle moves 4 bytes: two per double and element, which bounded the first version
-// of this design).  The pivot order, the reciprocal rule and the operation order are
-// those of getf2_tile.
+// getf2_rows / getrs_rows are getf2_tile / getrs_tile for a matrix held by a group of L
+// lanes, R = NB / L rows each: lane i holds rows i, i + L, ..., i + (R - 1) L (a[r][c] =
+// element (i + r L, c)).  R > 1 shares each step's fixed work (the pivot reductions,
+// the broadcast of the pivot row, the barrier) among R rows and gives the update R
+// independent rows: at NB = 16 (float64) a group of 16 lanes spent about 90
+// instructions per step on that fixed work against 8 FMAs.  During the factorization
+// rows do not move: each row keeps `pos`, its position in LAPACK's swapped order (P A),
+// so an interchange changes two integers; at the end the rows are put in that order
+// through shared memory.  The pivot search is a few warp reductions (rows_pivot) over
+// each lane's best candidate; the pivot row is stored once, by its lane, as row j of U
+// in the group's shared array, and the other lanes read it by broadcast loads of 16
+// bytes (a shuffle moves 4 bytes: two per double and element, which bounded the first
+// version of this design).  The pivot order, the reciprocal rule and the operation order
+// are those of getf2_tile.
 //
 // Every lane of the warp calls them with warp-uniform `steps` and `cols` (the largest
 // min(m, n) and n among the warp's groups, so that every shuffle has all 32 lanes; a
@@ -327,34 +331,61 @@ template <typename T> __host__ __device__ constexpr int rows_ldu(int nb) {
   return (nb + Pack16<T>::W - 1) / Pack16<T>::W * Pack16<T>::W + Pack16<T>::W;
 }
 
-// The pivot of one step of getf2_rows: the position of the first largest |re| + |im|
-// among the group's candidates (bdf::iamax's rule: NaN first, then larger, then the
-// smaller position), by integer maxima of the value's bits (a non-negative float's
-// bits order as its values do; NaN made the largest) and a minimum of the positions
-// that reach both: three warp reductions for a double, two for a float, where a shuffle
-// butterfly takes three shuffles and a compare per level.
-template <int L, typename R> __device__ __forceinline__ int rows_pivot(bool cand, R v, int pos) {
-  const unsigned group = ThreadGroup<L>(int(threadIdx.x & 31u) % L).lanes();
-  unsigned hi, lo = 0u;  // a candidate's hi is at least 1: a non-candidate (0) never wins
+// A pivot candidate's |re| + |im| as a key whose integer order is bdf::iamax's (a
+// non-negative float's bits order as its values do; NaN made the largest): the double's
+// bits plus 2^32, or the float's bits plus 1 in the high word, so that every candidate's
+// high word is at least 1 and a non-candidate's key (0) never wins.
+template <typename R> __device__ __forceinline__ unsigned long long pivot_key(bool cand, R v) {
+  unsigned long long key;  // selects, not a branch on cand
   if constexpr (sizeof(R) == 8) {
     const unsigned long long bits =
         v != v ? 0x7ff8000000000000ull : static_cast<unsigned long long>(__double_as_longlong(double(v)));
-    hi = cand ? unsigned(bits >> 32) + 1u : 0u;
-    lo = unsigned(bits);
+    key = bits + (1ull << 32);
   } else {
-    hi = cand ? (v != v ? 0x7fc00000u : __float_as_uint(float(v))) + 1u : 0u;
+    key = (unsigned long long)((v != v ? 0x7fc00000u : __float_as_uint(float(v))) + 1u) << 32;
   }
-  const unsigned top_hi = __reduce_max_sync(group, hi);
-  const bool on_hi = hi == top_hi;
-  const unsigned top_lo = sizeof(R) == 8 ? __reduce_max_sync(group, on_hi ? lo : 0u) : 0u;
-  return int(__reduce_min_sync(group, on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu));
+  return cand ? key : 0ull;
 }
 
-// bdf::getf2_rows: P A = L U of the m x n matrix (m <= L, n <= NB) in the lanes' a, in
-// place.  On exit lane i holds row i of P A's factors (L to the left of the diagonal, U
-// from it on) and `orig`, the row of A it came from; my_piv: lane j (j < min(m, n)) gets
-// the 0-based row swapped with j at step j (LAPACK's ipiv - 1).  Returns LAPACK's info
-// to every lane of the group.
+// Maximum / minimum of v over each group of L lanes of a warp, by one full-warp REDUX per
+// group (the other groups' lanes give the neutral value): every lane of the warp calls
+// it.  A group's own mask would send __reduce_*_sync down the compiler's divergent
+// (collective) path, once per group: ncu found that path in about a quarter of the rows
+// design's instructions at L = 16.
+template <int L, bool MAX> __device__ __forceinline__ unsigned group_reduce(unsigned v) {
+  constexpr unsigned NEUTRAL = MAX ? 0u : 0xffffffffu;
+  const int g = int(threadIdx.x & 31u) / L;
+  unsigned out = NEUTRAL;
+#pragma unroll
+  for (int q = 0; q < 32 / L; ++q) {
+    const unsigned w = g == q ? v : NEUTRAL;
+    unsigned t;
+    if constexpr (MAX) t = __reduce_max_sync(0xffffffffu, w);
+    else t = __reduce_min_sync(0xffffffffu, w);
+    if (g == q) out = t;
+  }
+  return out;
+}
+
+// The pivot of one step of getf2_rows: the smallest position among the largest keys of
+// the group (bdf::iamax's rule: NaN first, then larger, then the smaller position), by
+// integer maxima of the key's words and a minimum of the positions that reach both:
+// three reductions for a double, two for a float (its low word is 0).  (Measured on the
+// H100: the same or faster than a ballot that skips the last two when one lane holds
+// the maximum of the high words.)  Every lane of the warp calls it.
+template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned long long key, int pos) {
+  const unsigned hi = unsigned(key >> 32), lo = unsigned(key);
+  const unsigned top_hi = group_reduce<L, true>(hi);
+  const bool on_hi = hi == top_hi;
+  const unsigned top_lo = sizeof(R) == 8 ? group_reduce<L, true>(on_hi ? lo : 0u) : 0u;
+  return int(group_reduce<L, false>(on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu));
+}
+
+// bdf::getf2_rows: P A = L U of the m x n matrix (m <= NB, n <= NB) in the lanes' a, in
+// place.  On exit row i of P A's factors (L to the left of the diagonal, U from it on)
+// is where row i of A was (lane i % L, a[i / L]), and orig[r] is the row of A it came
+// from; my_piv[r]: row i < min(m, n) gets the 0-based row swapped with i at step i
+// (LAPACK's ipiv - 1).  Returns LAPACK's info to every lane of the group.
 // Threads:  the whole warp (see above); `lane` the rank in the group (0..L-1).
 // Shared:   U, the group's NB rows of rows_ldu<T>(NB) elements, 16-byte aligned: row j
 //           of U from step j on with the pivot's reciprocal past its NB elements (0 if
@@ -362,112 +393,165 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(bool cand
 //           past row r's NB elements: the row of A it came from).
 // Sync:     __syncwarp on entry, after each pivot row is stored, and twice as the rows
 //           are put in order.
-// Memory:   registers and U.  Each step updates every lane's row with the multiplier
-//           0 where the row must not change (rows already in U, the pivot row, lanes
-//           past m): their registers may take 0 * Inf = NaN, and the rows of U are read
-//           back from U at the end.  A step with a zero pivot updates nothing.
+// Memory:   registers and U.  Each step updates every row with the multiplier 0 where
+//           it must not change (rows already in U, the pivot row, rows past m): their
+//           registers may take 0 * Inf = NaN, and the rows of U are read back from U at
+//           the end.  A step with a zero pivot updates nothing.
 // Failure:  a zero pivot's column is neither scaled nor used, as getf2_tile.
-template <int NB, int L, typename T>
-__device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (&a)[NB], int& orig, int& my_piv,
-                                          T* U) {
+template <int NB, int L, typename T, int R = NB / L>
+__device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (&a)[R][NB], int (&orig)[R],
+                                          int (&my_piv)[R], T* U) {
   using P = Pack16<T>;
+  using Real = typename real_of<T>::type;
   constexpr int W = P::W, LDU = rows_ldu<T>(NB);
-  static_assert(NB % W == 0, "rows of whole 16-byte pieces");
+  static_assert(NB % W == 0 && R * L == NB, "rows of whole 16-byte pieces, R rows per lane");
   const int kmin = m < n ? m : n;
-  const bool valid = lane < m;
-  int info = 0, pos = lane;  // pos: the position of this lane's row in P A
-  my_piv = lane;
+  int info = 0, pos[R];  // pos: the position of each row in P A
+#pragma unroll
+  for (int r = 0; r < R; ++r) pos[r] = my_piv[r] = lane + r * L;
   __syncwarp();  // the previous matrix's rows have been read
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
     if (j >= steps) break;  // warp-uniform
     const bool live = j < kmin;
-    const bool cand = live && valid && pos >= j;  // positions j .. m-1
-    // every candidate's reciprocal while the reduction runs: the pivot's comes with its
-    // row, so no lane waits for a division after the pivot is known
-    const PivotScale<T> own(a[j]);
-    const int at = rows_pivot<L>(cand, abs1(a[j]), pos);
-    const bool src = cand && pos == at;
-    if (src) {  // the pivot row, from the 16-byte piece holding element j on, is row j of U
+    // the lane's best candidate (positions j .. m-1), then the group's
+    unsigned long long key[R];
 #pragma unroll
-      for (int c0 = j / W * W; c0 < NB; c0 += W) put_piece(U + j * LDU + c0, a, c0);
-      U[j * LDU + NB] = own.r;  // 0 where the rule divides
+    for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(live && lane + r * L < m && pos[r] >= j, abs1(a[r][j]));
+    unsigned long long best = key[0];
+    int best_pos = pos[0];
+    T best_v = a[0][j];
+#pragma unroll
+    for (int r = 1; r < R; ++r) {
+      const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
+      best = better ? key[r] : best;
+      best_pos = better ? pos[r] : best_pos;
+      best_v = better ? a[r][j] : best_v;
+    }
+    // the best candidate's reciprocal while the reduction runs: the pivot's comes with
+    // its row, so no lane waits for a division after the pivot is known
+    const PivotScale<T> own(best_v);
+    const int at = rows_pivot<L, Real>(best, best_pos);
+    bool src[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      src[r] = key[r] != 0ull && pos[r] == at;
+      if (src[r]) {  // the pivot row, from the 16-byte piece holding element j on, is row j of U
+#pragma unroll
+        for (int c0 = j / W * W; c0 < NB; c0 += W) put_piece(U + j * LDU + c0, a[r], c0);
+        U[j * LDU + NB] = own.r;  // 0 where the rule divides
+      }
     }
     if (live) {  // the interchange of positions j and at
-      if (lane == j) my_piv = at;
-      if (pos == j) pos = at;
-      else if (src) pos = j;
+      if (lane == j % L) my_piv[j / L] = at;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (pos[r] == j) pos[r] = at;
+        else if (src[r]) pos[r] = j;
+      }
     }
     __syncwarp();  // row j of U is visible to the group
-    const T piv = live ? U[j * LDU + j] : T(0), r = live ? U[j * LDU + NB] : T(0);
+    const T piv = live ? U[j * LDU + j] : T(0), rcp = live ? U[j * LDU + NB] : T(0);
     const bool go = live && piv != T(0);  // group-uniform
     if (live && !go && info == 0) info = j + 1;
     if (go) {
-      const bool upd = valid && pos > j;
-      const T l = upd ? PivotScale<T>(piv, r)(a[j]) : T(0);
-      if (upd) a[j] = l;
+      T l[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {  // PivotScale(piv, rcp), the division apart (rare: rcp = 0)
+        const bool upd = lane + r * L < m && pos[r] > j;
+        T v = a[r][j] * rcp;
+        if (rcp == T(0)) v = safe_divide(a[r][j], piv);
+        l[r] = upd ? v : T(0);
+        a[r][j] = upd ? v : a[r][j];
+      }
 #pragma unroll
       for (int c0 = (j + 1) / W * W; c0 < NB; c0 += W) {
         const P u = get_piece(U + j * LDU + c0);
 #pragma unroll
-        for (int e = 0; e < W; ++e)
-          if (c0 + e > j) a[c0 + e] -= l * u.v[e];
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int e = 0; e < W; ++e)
+            if (c0 + e > j) a[r][c0 + e] -= l[r] * u.v[e];
       }
     }
   }
   // every row to its position: U's part from U (positions past min(m, n) have none),
-  // the whole row back into U at its position, and row `lane` read from there
+  // the whole row back into U at its position, and the rows at the lane's own
+  // positions read from there
   __syncwarp();  // the last step's reciprocal has been read: the ints below take its place
-  orig = lane;
-  if (valid) {
 #pragma unroll
-    for (int c0 = 0; c0 < NB; c0 += W) {
-      const P u = get_piece(U + pos * LDU + c0);
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + r * L;
+    orig[r] = row;
+    if (row < m) {
 #pragma unroll
-      for (int e = 0; e < W; ++e) a[c0 + e] = select(c0 + e >= pos && pos < kmin, u.v[e], a[c0 + e]);
-      put_piece(U + pos * LDU + c0, a, c0);
+      for (int c0 = 0; c0 < NB; c0 += W) {
+        const P u = get_piece(U + pos[r] * LDU + c0);
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+          a[r][c0 + e] = select(c0 + e >= pos[r] && pos[r] < kmin, u.v[e], a[r][c0 + e]);
+        put_piece(U + pos[r] * LDU + c0, a[r], c0);
+      }
+      *reinterpret_cast<int*>(U + pos[r] * LDU + NB) = row;
     }
-    *reinterpret_cast<int*>(U + pos * LDU + NB) = lane;
   }
   __syncwarp();
-  if (valid) {
 #pragma unroll
-    for (int c0 = 0; c0 < NB; c0 += W) {
-      const P u = get_piece(U + lane * LDU + c0);
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + r * L;
+    if (row < m) {
 #pragma unroll
-      for (int e = 0; e < W; ++e) a[c0 + e] = u.v[e];
+      for (int c0 = 0; c0 < NB; c0 += W) {
+        const P u = get_piece(U + row * LDU + c0);
+#pragma unroll
+        for (int e = 0; e < W; ++e) a[r][c0 + e] = u.v[e];
+      }
+      orig[r] = *reinterpret_cast<const int*>(U + row * LDU + NB);
     }
-    orig = *reinterpret_cast<const int*>(U + lane * LDU + NB);
   }
   return info;
 }
 
-// bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, lane i
-// holding row i of them and (P b)_i, ending with x_i.  The same operations as
-// getrs_tile (trsv_tile's column order), but the division by U's diagonal goes through
-// the pivot rule's reciprocal (PivotScale: a reciprocal unless the diagonal is outside
-// [sfmin, 1 / sfmin], then a division).
+// bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, row i
+// of them and (P b)_i in lane i % L's a[i / L] and x[i / L], ending with x_i.  The same
+// operations as getrs_tile (trsv_tile's column order), but the division by U's
+// diagonal goes through the pivot rule's reciprocal (PivotScale: a reciprocal unless
+// the diagonal is outside [sfmin, 1 / sfmin], then a division).
 // Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n; U as getf2_rows
-//           left it, read at the lane's diagonal); a group with n = 0 takes part in the
+//           left it, read at the rows' diagonals); a group with n = 0 takes part in the
 //           shuffles and leaves x as it is.
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
-template <int NB, int L, typename T>
-__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[NB], const T* U, T& x) {
+template <int NB, int L, typename T, int R = NB / L>
+__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[R][NB], const T* U,
+                                           T (&x)[R]) {
   constexpr unsigned ALL = 0xffffffffu;
-  const bool valid = lane < n;
 #pragma unroll
   for (int k = 0; k < NB; ++k) {  // unit lower, forward
     if (k >= cols) break;  // warp-uniform
-    const T xk = shfl_from(x, k, ALL, L);
-    if (valid && k < n && lane > k) x -= a[k] * xk;
+    const T xk = shfl_from(x[k / L], k % L, ALL, L);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + r * L;
+      if (row < n && k < n && row > k) x[r] -= a[r][k] * xk;
+    }
   }
-  const PivotScale<T> diag(valid ? U[lane * rows_ldu<T>(NB) + lane] : T(1));
+  T diag[R], rcp[R];  // U's diagonal at the lane's rows (1 past n) and its PivotScale reciprocal
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + r * L;
+    diag[r] = row < n ? U[row * rows_ldu<T>(NB) + row] : T(1);
+    rcp[r] = PivotScale<T>(diag[r]).r;
+  }
 #pragma unroll
   for (int k = NB - 1; k >= 0; --k) {  // upper, backward
     if (k >= cols) continue;  // warp-uniform
-    if (valid && lane == k) x = diag(x);
-    const T xk = shfl_from(x, k, ALL, L);
-    if (valid && k < n && lane < k) x -= a[k] * xk;
+    if (lane == k % L && k < n) x[k / L] = PivotScale<T>(diag[k / L], rcp[k / L])(x[k / L]);
+    const T xk = shfl_from(x[k / L], k % L, ALL, L);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + r * L;
+      if (row < n && k < n && row < k) x[r] -= a[r][k] * xk;
+    }
   }
 }
 

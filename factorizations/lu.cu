@@ -273,31 +273,34 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
 
 // --- rows design -----------------------------------------------------------------------
 
-// Rows design (getrf_rows_kernel, max(m, n) <= NB <= L <= 32): a group of L lanes per
-// matrix, lane i holding row i in registers (bdf::getf2_rows / getrs_rows), 32 / L
-// matrices per warp, LU_ROWS_BLOCK threads per block; each group's U rows in static
-// shared memory (the pivot rows' broadcast), no barrier beyond __syncwarp.
+// Rows design (getrf_rows_kernel, max(m, n) <= NB = L R, L <= 32): a group of L lanes
+// per matrix, lane i holding rows i, i + L, .. (R of them) in registers
+// (bdf::getf2_rows / getrs_rows), 32 / L matrices per warp, LU_ROWS_BLOCK threads per
+// block; each group's U rows in static shared memory (the pivot rows' broadcast), no
+// barrier beyond __syncwarp.
 constexpr int LU_ROWS_BLOCK = 128;
 
 // Blocks of LU_ROWS_BLOCK threads an SM should hold (__launch_bounds__'s minimum, a
-// register cap): each step is a chain of dependent instructions (reduction, broadcast,
-// scale) that only other warps hide.  Rows of up to 128 bytes: 6 blocks (80 registers),
-// longer ones 4 (128).
-__host__ __device__ constexpr int lu_rows_min_blocks(int row_bytes) { return row_bytes <= 128 ? 6 : 4; }
+// register cap) for `lane_bytes` of a lane's rows: each step is a chain of dependent
+// instructions (reduction, broadcast, scale) that only other warps hide.  Up to 128
+// bytes: 6 blocks (80 registers), more 4 (128).
+__host__ __device__ constexpr int lu_rows_min_blocks(int lane_bytes) { return lane_bytes <= 128 ? 6 : 4; }
 
 // Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
 // takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
-// LU may alias A (every lane has read its row before the group writes); X may alias B
-// (the group's lanes read their elements of b, each at its row's origin, before the
-// solve's shuffles, which need every lane's, and write x after them).
+// LU may alias A (every lane has read its rows before the group writes); X may alias B
+// (the group's lanes read their elements of b before the solve's shuffles, which need
+// every lane's, and write x after them).
 template <class MatA, class Vec, class IVec, int NB, int L>
-__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_min_blocks(NB * sizeof(typename MatA::value_type)))
+__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_min_blocks(NB / L * NB * sizeof(typename MatA::value_type)))
 getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                   int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
-  static_assert(NB >= 1 && NB <= L && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes per matrix");
+  constexpr int R = NB / L;  // rows per lane
+  static_assert(R >= 1 && R * L == NB && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes, R rows each");
   constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32, GROUPS = LU_ROWS_BLOCK / L;
   constexpr int U_ELEMS = NB * bdf::rows_ldu<T>(NB);
+  constexpr unsigned ALL = 0xffffffffu;
   __shared__ __align__(16) unsigned char raw[GROUPS * U_ELEMS * sizeof(T)];
   T* U = reinterpret_cast<T*>(raw) + (threadIdx.x / L) * U_ELEMS;
   const int wl = int(threadIdx.x & 31u), lane = wl % L;
@@ -312,41 +315,81 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
       n = a_trans ? A.rows(b) : A.cols(b);
     }
     const int kmin = m < n ? m : n;
-    const int steps = __reduce_max_sync(0xffffffffu, kmin), cols = __reduce_max_sync(0xffffffffu, n);
-    T a[NB];
+    const int steps = __reduce_max_sync(ALL, kmin), cols = __reduce_max_sync(ALL, n);
+    T a[R][NB], b0[R];  // the lane's rows and their elements of the first right-hand side
 #pragma unroll
-    for (int c = 0; c < NB; ++c) a[c] = T(0);
-    if (lane < m) {  // row `lane`: consecutive lanes read consecutive elements of a column-major matrix
+    for (int r = 0; r < R; ++r) {
+      b0[r] = T(0);
+#pragma unroll
+      for (int c = 0; c < NB; ++c) a[r][c] = T(0);
+    }
+    if (active) {  // consecutive lanes read consecutive elements of a column-major matrix
       const T* src = A.matrix(b);
       const long long ld = A.ldim(b), rs = a_trans ? ld : 1, cs = a_trans ? 1 : ld;
 #pragma unroll
-      for (int c = 0; c < NB; ++c) {
-        if (c >= n) break;
-        a[c] = src[lane * rs + c * cs];
+      for (int r = 0; r < R; ++r) {
+        const int row = lane + r * L;
+        if (row < m) {
+          // Columns past n read column 0 again: the loads need no predicate (ncu: 32
+          // predicated loads with 64-bit offsets cost 1,100 instructions a matrix), and
+          // those columns are never used (no pivot, no solve, no store reads them).
+          const T* p0 = src + row * rs;
+          const T* p = p0;
+#pragma unroll
+          for (int c = 0; c < NB; ++c) {
+            a[r][c] = *(c < n ? p : p0);
+            p += cs;
+          }
+        }
+        // b with the matrix, so that both latencies overlap (the solve needs (P b)_i, known
+        // only after the factorization: shuffled from the lane that read it)
+        if (nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];
       }
     }
-    int orig, my_piv;
+    int orig[R], my_piv[R];
     const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, a, orig, my_piv, U);
     if (active && lane == 0) info[b] = fail;
-    if ((flags & LU_WRITE_PIV) && lane < kmin) piv.vector(b)[lane * piv.inc] = my_piv + 1;
-    if ((flags & LU_WRITE_LU) && lane < m) {  // row `lane` of the column-major factors
-      T* dst = LU.matrix(b);
-      const long long ld = LU.ldim(b);
 #pragma unroll
-      for (int c = 0; c < NB; ++c) {
-        if (c >= n) break;
-        dst[lane + c * ld] = a[c];
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + r * L;
+      if ((flags & LU_WRITE_PIV) && row < kmin) piv.vector(b)[row * piv.inc] = my_piv[r] + 1;
+      if ((flags & LU_WRITE_LU) && row < m) {  // row `row` of the column-major factors
+        T* dst = LU.matrix(b) + row;
+        const long long ld = LU.ldim(b);
+#pragma unroll
+        for (int c = 0; c < NB; ++c) {
+          if (c >= n) break;
+          *dst = a[r][c];
+          dst += ld;
+        }
       }
     }
-    // GESV (the launcher guarantees m == n): one right-hand side at a time, lane i taking
+    // GESV (the launcher guarantees m == n): one right-hand side at a time, row i taking
     // (P b)_i, the element of b at its row's origin, and ending with x_i.  Every lane takes
     // part (the shuffles); a singular matrix solves nothing (n = 0 there): LAPACK's xGESV
-    // leaves X = B, so its lanes take b_i itself.
+    // leaves X = B, so its rows take b_i itself.
     for (int c = 0; c < nrhs; ++c) {
-      T x = T(0);
-      if (lane < n) x = B.vector(b)[c * b_col + (fail ? lane : orig) * B.inc];
+      T x[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int row = lane + r * L, from = fail ? row : orig[r];  // orig = row past m
+        if (c == 0) {  // from b0: lane from % L holds it as b0[from / L]
+          x[r] = T(0);
+#pragma unroll
+          for (int q = 0; q < R; ++q) {
+            const T v = bdf::shfl_from(b0[q], from % L, ALL, L);
+            if (from / L == q) x[r] = v;
+          }
+        } else {
+          x[r] = row < n ? B.vector(b)[c * b_col + from * B.inc] : T(0);
+        }
+      }
       bdf::getrs_rows<NB, L>(lane, fail ? 0 : n, cols, a, U, x);
-      if (lane < n) X.vector(b)[c * x_col + lane * X.inc] = x;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int row = lane + r * L;
+        if (row < n) X.vector(b)[c * x_col + row * X.inc] = x[r];
+      }
     }
   }
 }

@@ -17,13 +17,14 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   (``thread_stage_bytes``) lets each warp copy its next 32 matrices while it factors
   the current ones, when they are one packed run; the grid is then capped at the
   blocks the GPU holds at once (the launcher knows the kernel's registers).
-- ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB <= L, a group of L = threads
-  lanes per matrix, lane i holding row i in registers (32 / L matrices per warp, blocks
-  of ROWS_BLOCK threads); the pivot search is three (float: two) warp reductions, and
-  each pivot row is stored once as a row of U in the group's static shared memory and
-  read by broadcast loads; no barrier beyond __syncwarp.  GESV solves in the same
-  launch, as fused.  NB = 8, 16 and 32 (a row within LU_ROWS_REG_BYTES: 32 is not
-  compiled for complex128).
+- ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB = R L, a group of L = threads
+  lanes per matrix, lane i holding rows i, i + L, .. (R of them) in registers (32 / L
+  matrices per warp, blocks of ROWS_BLOCK threads); the pivot search is three (float:
+  two) full-warp reductions per group of the warp, and each pivot row is stored once as
+  a row of U in the group's static shared memory and read by broadcast loads; no
+  barrier beyond __syncwarp.  GESV solves in the same launch, as fused.  NB x L = 8 x 8,
+  16 x 16, 32 x 32 (one row per lane), 16 x 8, 16 x 4, 32 x 16 (two or four), each
+  compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # the pivots and the addresses fit beside it without spilling: NB = 8 for 4- and 8-byte
 # elements (float32, float64, complex64), NB = 4 for complex128 (8 x 8 would be 256 registers).
 LU_THREAD_REG_BYTES = 512
-# The rows design's register array of one row (NB elements) holds at most 32 doubles' worth
-# (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360 bytes; NB = 8
-# and 16 take at most 192 registers and 24 bytes of spill for every dtype).
+# The rows design's register array of a lane's R rows (R NB elements) holds at most 32
+# doubles' worth (ptxas, sm_90: complex128 with NB = 32 needs 255 registers and spills 360
+# bytes; within the budget every instantiation takes at most 128 registers and 40 bytes
+# of spill).
 LU_ROWS_REG_BYTES = 256
 
 
@@ -86,7 +88,12 @@ class LuSetting(DesignKinds):
         (LU_ROWS_REG_BYTES)."""
         if self.thread:
             return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
-        return not self.rows or self.nb * itemsize <= LU_ROWS_REG_BYTES
+        return not self.rows or self.rows_per_lane * self.nb * itemsize <= LU_ROWS_REG_BYTES
+
+    @property
+    def rows_per_lane(self) -> int:
+        """Rows design: R = NB / L rows of the matrix in each lane's registers."""
+        return self.nb // self.threads if self.rows else 0
 
     def thread_stage_bytes(self, m: int, n: int, nrhs: int, itemsize: int, write_lu: bool = False,
                            smem_limit: int = 227 * 1024) -> int:
@@ -132,7 +139,8 @@ FUSED_SETTINGS = (LuSetting("fused", 4, 4), LuSetting("fused", 8, 8), LuSetting(
                   LuSetting("fused", 32, 32), LuSetting("fused", 64, 64))
 BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256), LuSetting("blocked", 32, 256))
 THREAD_SETTINGS = (LuSetting("thread", 2, 128), LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
-ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32))
+ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32),
+                 LuSetting("rows", 16, 8), LuSetting("rows", 16, 4), LuSetting("rows", 32, 16))
 LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS
 
 
@@ -147,7 +155,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers), then up to 32 the rows design for elements of at most 8 bytes (a
-    row per lane), then up to 64 the fused design (the smallest NB that covers the
+    row per lane; two for float32: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
     matrix); beyond, blocked with the widest panel whose shared memory fits (32
     columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
@@ -159,15 +167,18 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     it the fastest from 9 to 32: DGESV 16 x 16 434 us (fused 652), 32 x 32 477 us
     (fused32 908, the old shuffle rows32 912); GETRF alone from 5 to 8 now also
     runs faster in the thread design (its 'late' pipeline since session 9: 345-361
-    us against 504-572 for rows8 at 8 x 8, float64).
+    us against 504-572 for rows8 at 8 x 8, float64).  Session 11 (full-warp pivot
+    reductions, unpredicated loads): DGESV 16 x 16 351 us, 32 x 32 456 us, SGESV
+    16 x 16 422 us (16 x 8), 32 x 32 629 us.
     """
     size = max(m, n)
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
             return s
-    for s in ROWS_SETTINGS[1:]:
-        if size <= s.nb and s.compiled_for(itemsize) and itemsize <= 8:
-            return s
+    if itemsize <= 8:
+        for up_to, nb, lanes in _ROWS_CHOICE[itemsize]:
+            if size <= up_to:
+                return LuSetting("rows", nb, lanes)
     for s in FUSED_SETTINGS:
         if size <= s.nb and s.fits(m, n, itemsize, smem_limit):
             return s
@@ -176,6 +187,14 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
             return s
     raise ValueError(f"no LU setting fits matrices of {m} x {n} with {itemsize}-byte elements in "
                      f"{smem_limit} bytes of shared memory (the blocked panel keeps all {m} rows)")
+
+
+# The rows setting (NB, L) by element size: the first entry (up to, NB, L) that covers the matrix
+# (measured on the H100, scratch A/B of every rows setting, GESV and GETRF): float32
+# gains from two rows per lane (16 x 8: SGESV 16 x 16 518 us against 555 for 16 x 16;
+# 32 x 16 up to 24: 922 against 1014), float64 and complex64 do not (16 x 8: DGESV
+# 16 x 16 within 2 % of 16 x 16 at 128 registers; complex64 760-960 us against 590-790).
+_ROWS_CHOICE = {4: ((16, 16, 8), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
 
 
 @dataclass(frozen=True)

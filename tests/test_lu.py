@@ -970,23 +970,30 @@ def test_thread_settings_plan_and_registration():
 
 
 def test_rows_settings_plan_and_registration():
-    """A group of L lanes per matrix: registered for every dtype whose row of NB fits
-    the register budget (NB = 8 and 16: all; 32: not complex128); 32 / L matrices per
-    warp."""
+    """A group of L lanes per matrix, R = NB / L rows each: registered for every dtype
+    whose R rows of NB fit the register budget (16 x 16 and 8 x 8: all; 32 x 32 and two
+    rows of 16: not complex128; four rows of 16, two of 32: float32 only); 32 / L
+    matrices per warp."""
     from batched.device_functions import registered
 
     names = {p.name: s for p, s in registered().items()}[SOURCE.name]
     for s in ROWS_SETTINGS:
         assert s.rows and s.solves_in_launch and not (s.fused or s.blocked or s.thread)
-        assert str(s) == f"lu_rows{s.nb}x{s.threads}" and s.nb <= s.threads <= 32
+        assert str(s) == f"lu_rows{s.nb}x{s.threads}" and s.threads <= 32 and s.nb % s.threads == 0
+        assert s.rows_per_lane == s.nb // s.threads >= 1
         for dt in DTYPES:
             itemsize = np.dtype(dt).itemsize
-            assert s.compiled_for(itemsize) == (s.nb * itemsize <= 256)
+            assert s.compiled_for(itemsize) == (s.rows_per_lane * s.nb * itemsize <= 256)
             for layout in ("uniform", "pointer", "variable"):
                 name = kernel_name("rows", layout, dt, s)
                 assert name.startswith("getrf_rows_kernel<")
                 assert (name in names) == s.compiled_for(itemsize), name
-    assert [s.compiled_for(16) for s in ROWS_SETTINGS] == [True, True, False]  # 32 complex128: 512 bytes
+    # the itemsizes each is compiled for (float32, float64, complex64, complex128: 4, 8, 8, 16)
+    want = {"lu_rows8x8": [4, 8, 8, 16], "lu_rows16x16": [4, 8, 8, 16], "lu_rows32x32": [4, 8, 8],
+            "lu_rows16x8": [4, 8, 8], "lu_rows16x4": [4], "lu_rows32x16": [4]}
+    assert sorted(want) == sorted(str(s) for s in ROWS_SETTINGS)
+    for s in ROWS_SETTINGS:
+        assert sorted(dt.itemsize for dt in DTYPES if s.compiled_for(dt.itemsize)) == want[str(s)], s
     limit = 227 * 1024
     with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
         plan_lu(LuSetting("rows", 32, 32), 20, 20, 16, 10, limit)
