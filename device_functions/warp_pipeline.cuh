@@ -36,6 +36,7 @@
 // Memory:   a_src and b_src are read once; items >= count are neither read nor written.
 #pragma once
 #include "common.cuh"
+#include "layouts.cuh"
 #include "stage.cuh"
 
 namespace bdf {
@@ -111,6 +112,31 @@ __device__ WarpPipe<T> warp_pipe(unsigned char* smem, int warp, int warps, const
   p.len_b = len_b;
   p.out_a = out_a;
   return p;
+}
+
+// The thread designs' pipeline (LU and Cholesky kernels): on when A is one packed run of
+// m x n matrices (a uniform accessor with ld = m and stride = m n, 1 <= m, n <= NB; off
+// for any other accessor).  The matrices' outputs `out` leave through it when `write` and
+// they are packed the same way; the one right-hand side (one_rhs: m elements) comes in
+// through it when B is packed, and its solutions leave through the B ring (stage_x) when
+// X is packed too.
+template <int NB, typename T, class Mat, class Vec>
+__device__ __forceinline__ WarpPipe<T> packed_warp_pipe(unsigned char* smem, int warp, int warps, const Mat& A,
+                                                        const Mat& out, bool write, bool one_rhs, const Vec& B,
+                                                        const Vec& X, bool& stage_x) {
+  WarpPipe<T> pipe;
+  stage_x = false;
+  if constexpr (is_uniform_matrix<Mat>::value) {
+    const int vm = int(A.m), vn = int(A.n), len = vm * vn;
+    if (vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == len) {
+      const int len_b = one_rhs ? vm : 0;
+      const bool out_a = write && out.ld == out.m && out.stride == len;
+      const bool in_b = len_b > 0 && B.inc == 1 && B.stride == len_b;
+      pipe = warp_pipe<T>(smem, warp, warps, A.base, len, in_b ? B.base : nullptr, len_b, out_a);
+      stage_x = pipe.sb && X.inc == 1 && X.stride == len_b;
+    }
+  }
+  return pipe;
 }
 
 // One warp's turn on one chunk.

@@ -265,18 +265,9 @@ potrf_thread_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col
 
   // The pipeline, uniform over the launch: packed uniform matrices only; C and the one
   // right-hand side go through it when they are packed too.
-  bdf::WarpPipe<T> pipe;
-  bool stage_x = false;
-  if constexpr (bdf::is_uniform_matrix<Mat>::value) {
-    const int n = int(A.n), len = n * n;
-    if (n >= 1 && n <= NB && A.ld == n && A.stride == len) {
-      const int len_b = SOLVE && nrhs == 1 ? n : 0;
-      const bool out_a = C.ld == n && C.stride == len;
-      const bool in_b = len_b > 0 && B.inc == 1 && B.stride == len_b;
-      pipe = bdf::warp_pipe<T>(smem, warp, WARPS, A.base, len, in_b ? B.base : nullptr, len_b, out_a);
-      stage_x = pipe.sb && X.inc == 1 && X.stride == len_b;
-    }
-  }
+  bool stage_x;  // (A and C are n x n: C's ld = n is C.ld == C.m)
+  const bdf::WarpPipe<T> pipe =
+      bdf::packed_warp_pipe<NB, T>(smem, warp, WARPS, A, C, true, SOLVE && nrhs == 1, B, X, stage_x);
 
   bdf::warp_pipeline(pipe, count, (long long)blockIdx.x * WARPS + warp, (long long)gridDim.x * WARPS, lane,
                      [&](const bdf::WarpTurn<T>& t) {

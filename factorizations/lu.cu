@@ -209,18 +209,9 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
   // The pipeline, uniform over the launch: packed uniform matrices only (their view is
   // n x m when a_trans); the factors and the one right-hand side go through it when
   // they are packed too.
-  bdf::WarpPipe<T> pipe;
-  bool stage_x = false;
-  if constexpr (bdf::is_uniform_matrix<MatA>::value) {
-    const int vm = int(A.m), vn = int(A.n), len = vm * vn;
-    if (vm >= 1 && vm <= NB && vn >= 1 && vn <= NB && A.ld == vm && A.stride == len) {
-      const int len_b = nrhs == 1 ? vm : 0;
-      const bool out_a = (flags & LU_WRITE_LU) && LU.ld == LU.m && LU.stride == len;
-      const bool in_b = len_b > 0 && B.inc == 1 && B.stride == len_b;
-      pipe = bdf::warp_pipe<T>(smem, warp, WARPS, A.base, len, in_b ? B.base : nullptr, len_b, out_a);
-      stage_x = pipe.sb && X.inc == 1 && X.stride == len_b;
-    }
-  }
+  bool stage_x;
+  const bdf::WarpPipe<T> pipe =
+      bdf::packed_warp_pipe<NB, T>(smem, warp, WARPS, A, LU, flags & LU_WRITE_LU, nrhs == 1, B, X, stage_x);
 
   bdf::warp_pipeline(pipe, count, (long long)blockIdx.x * WARPS + warp, (long long)gridDim.x * WARPS, lane,
                      [&](const bdf::WarpTurn<T>& t) {
