@@ -370,6 +370,10 @@ class DesignKinds:
     def rows(self) -> bool:
         return self.design == "rows"
 
+    @property
+    def warps(self) -> bool:
+        return self.design == "warps"
+
 
 def check_setting(setting, kind, compiled) -> None:
     """``setting=`` of any routine: None, or one of the ``compiled`` settings of class ``kind``."""

@@ -385,6 +385,114 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
   }
 }
 
+// --- warps design ----------------------------------------------------------------------
+
+// Shared memory of getrf_warps_kernel (NB, THREADS): the matrix (U, then the factors:
+// NB + 1 by NB elements), the multipliers of two panels (2 C NB), the first right-hand
+// side and the solve's vector (NB each), two steps' pivot and reciprocal (4), getrs_tile's
+// work, then the ints: two panels' steps (2 C 4), two steps' candidates of the warp rows
+// (2 WR 4), spiv and sorig (NB each).  The same sums as LuSetting.warps_bytes in
+// lu_settings.py.
+template <typename T, int NB, int THREADS> struct WarpsSmem {
+  static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
+  static constexpr int C = bdf::WarpsGrid<NB, THREADS / 32>::C, WR = bdf::WarpsGrid<NB, THREADS / 32>::WR;
+  static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));
+  static constexpr int sb = sl + 2 * C * NB * int(sizeof(T));
+  static constexpr int sx = sb + NB * int(sizeof(T));
+  static constexpr int spr = sx + NB * int(sizeof(T));
+  static constexpr int work = align(spr + 4 * int(sizeof(T)));
+  static constexpr int sstep = align(work + bdf::lu_work_bytes<T>(THREADS));
+  static constexpr int xch = sstep + 2 * C * 4 * 4;
+  static constexpr int spiv = xch + 2 * WR * 4 * 4;
+  static constexpr int sorig = spiv + NB * 4;
+  static constexpr int total = align(sorig + NB * 4);
+};
+
+// Warps design (getrf_warps_kernel, max(m, n) <= NB = 64 or 128): one block of THREADS
+// per matrix, factored in registers by bdf::getf2_warps (a grid of NB / 32 warp rows, a
+// row a lane, by THREADS / NB warp columns, a panel of columns each).  The matrix comes in through
+// shared memory (coalesced in either orientation), the factors leave from it, and with
+// nrhs > 0 each right-hand side is permuted into shared memory and solved by
+// bdf::getrs_tile: GESV in one launch, as fused.  Same arguments and flags as
+// getrf_fused_kernel; LU may alias A (the whole matrix is read before any of it is
+// written), X may alias B (the first column is read with the matrix, the others before
+// their solve).
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                   int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  using SM = WarpsSmem<T, NB, THREADS>;
+  using Grid = bdf::WarpsGrid<NB, THREADS / 32>;
+  constexpr int C = Grid::C, WR = Grid::WR, LD = NB + 1;
+  static_assert(THREADS % 32 == 0, "whole warps");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* S = reinterpret_cast<T*>(smem);
+  T* sl = reinterpret_cast<T*>(smem + SM::sl);
+  T* sb = reinterpret_cast<T*>(smem + SM::sb);
+  T* sx = reinterpret_cast<T*>(smem + SM::sx);
+  T* spr = reinterpret_cast<T*>(smem + SM::spr);
+  unsigned char* work = smem + SM::work;
+  int* sstep = reinterpret_cast<int*>(smem + SM::sstep);
+  int* xch = reinterpret_cast<int*>(smem + SM::xch);
+  int* spiv = reinterpret_cast<int*>(smem + SM::spiv);
+  int* sorig = reinterpret_cast<int*>(smem + SM::sorig);
+  const bdf::ThreadGroup<THREADS> g(threadIdx.x);
+  const int tid = int(threadIdx.x), w = tid / 32;
+  const int row = (w % WR) * 32 + tid % 32, col0 = (w / WR) * C;  // the thread's row, its group's first column
+  const bool a_trans = flags & LU_A_TRANS;
+
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    const int m = a_trans ? A.cols(b) : A.rows(b);
+    const int n = a_trans ? A.rows(b) : A.cols(b);
+    const int kmin = m < n ? m : n;
+    // 1. A into S column-major (consecutive threads read consecutive elements in the
+    //    user's orientation; zeros outside m x n), the first right-hand side into sb
+    const T* src = A.matrix(b);
+    const long long lda = A.ldim(b);
+#pragma unroll 4
+    for (int q = tid; q < NB * NB; q += THREADS) {
+      const int fast = q % NB, slow = q / NB;
+      const int i = a_trans ? slow : fast, j = a_trans ? fast : slow;
+      S[i + j * LD] = i < m && j < n ? src[fast + slow * lda] : T(0);
+    }
+    if (nrhs > 0)
+      for (int i = tid; i < n; i += THREADS) sb[i] = B.vector(b)[i * B.inc];
+    g.sync();
+    T a[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) a[c] = S[row + (col0 + c) * LD];
+    // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
+    const int fail = bdf::getf2_warps<NB, THREADS / 32>(m, n, a, S, sl, sstep, xch, spr, spiv, sorig);
+    if (tid == 0) info[b] = fail;
+    if (flags & LU_WRITE_PIV) {
+      int* p = piv.vector(b);
+      for (int j = tid; j < kmin; j += THREADS) p[j * piv.inc] = spiv[j] + 1;
+    }
+    if (flags & LU_WRITE_LU) {  // the output is column-major
+      T* lu = LU.matrix(b);
+      const long long ldl = LU.ldim(b);
+      for (int q = tid; q < NB * NB; q += THREADS) {
+        const int i = q % NB, j = q / NB;
+        if (i < m && j < n) lu[i + j * ldl] = S[i + j * LD];
+      }
+    }
+    // 3. GESV (the launcher guarantees m == n): x = U^{-1} L^{-1} (P b), b_i at row
+    //    sorig[i]; a singular matrix leaves X = B, as LAPACK's xGESV
+    for (int c = 0; c < nrhs; ++c) {
+      const T* bv = B.vector(b) + c * b_col;
+      T* xv = X.vector(b) + c * x_col;
+      for (int i = tid; i < n; i += THREADS)
+        sx[i] = fail ? (c == 0 ? sb[i] : bv[i * B.inc]) : c == 0 ? sb[sorig[i]] : bv[(long long)sorig[i] * B.inc];
+      if (!fail) bdf::getrs_tile<T, THREADS>(g, n, S, LD, sx, reinterpret_cast<T*>(work));  // ends with a barrier
+      else g.sync();
+      for (int i = tid; i < n; i += THREADS) xv[i * X.inc] = sx[i];
+    }
+    g.sync();  // S, sb and sx are refilled by the next matrix
+  }
+}
+
 // Blocked design: gemm tiles of the trailing update (16 x 16 threads, 32 x 32 outputs).
 constexpr int LU_GEMM_DX = 16, LU_GEMM_DY = 16, LU_GEMM_BLK = 32;
 

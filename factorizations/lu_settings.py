@@ -25,6 +25,13 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   barrier beyond __syncwarp.  GESV solves in the same launch, as fused.  NB x L = 8 x 8,
   16 x 16, 32 x 32 (one row per lane), 16 x 8, 16 x 4, 32 x 16 (two or four), each
   compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).
+- ``warps`` (``getrf_warps_kernel<..., NB, THREADS>``): max(m, n) <= NB = 64 or 128, one
+  block of THREADS per matrix held in registers: WR = NB / 32 warp rows (a row a lane) by
+  WC = THREADS / NB warp columns, each a panel of C = NB / WC columns (a thread holds C
+  elements, compiled where they fit LU_ROWS_REG_BYTES).  The WR warps of a panel's group
+  factor it (named barriers of the group), a block barrier a panel; the matrix enters and
+  the factors leave through shared memory (NB + 1 by NB), where GESV solves in the same
+  launch.
 """
 
 from __future__ import annotations
@@ -88,7 +95,27 @@ class LuSetting(DesignKinds):
         (LU_ROWS_REG_BYTES)."""
         if self.thread:
             return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
+        if self.warps:
+            return self.warps_grid[2] * itemsize <= LU_ROWS_REG_BYTES
         return not self.rows or self.rows_per_lane * self.nb * itemsize <= LU_ROWS_REG_BYTES
+
+    @property
+    def warps_grid(self) -> tuple[int, int, int]:
+        """Warps design: (WR, WC, C), the warp rows (NB / 32, a row a lane), the warp columns
+        and the columns of each one's panel (a thread's row of the panel: C elements)."""
+        if not self.warps:
+            return (0, 0, 0)
+        wr = self.nb // 32
+        wc = self.threads // 32 // wr
+        return wr, wc, self.nb // wc
+
+    def warps_bytes(self, itemsize: int) -> int:
+        """Shared memory of the warps design: WarpsSmem<T, NB, THREADS>::total in lu.cu."""
+        nb, (wr, _, c) = self.nb, self.warps_grid
+        sl = _align16(nb * (nb + 1) * itemsize)
+        work = _align16(sl + (2 * c + 2) * nb * itemsize + 4 * itemsize)
+        sstep = _align16(work + lu_work_bytes(self.threads, itemsize))
+        return _align16(sstep + 2 * c * 16 + 2 * wr * 16 + 2 * nb * 4)
 
     @property
     def rows_per_lane(self) -> int:
@@ -123,6 +150,8 @@ class LuSetting(DesignKinds):
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
         if self.thread or self.rows:  # shared memory optional (thread: staging) or static (rows)
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
+        if self.warps:
+            return max(m, n) <= self.nb and self.compiled_for(itemsize) and self.warps_bytes(itemsize) <= smem_limit
         if self.fused:
             return max(m, n) <= self.nb and self.group_bytes(itemsize) <= smem_limit
         return self.blocked_bytes(panel_ld(m), itemsize) <= smem_limit
@@ -141,7 +170,9 @@ BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256),
 THREAD_SETTINGS = (LuSetting("thread", 2, 128), LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
 ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32),
                  LuSetting("rows", 16, 8), LuSetting("rows", 16, 4), LuSetting("rows", 32, 16))
-LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS
+WARPS_SETTINGS = (LuSetting("warps", 64, 128), LuSetting("warps", 64, 256), LuSetting("warps", 128, 256),
+                  LuSetting("warps", 128, 512))
+LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS
 
 
 def panel_ld(m: int) -> int:
@@ -156,8 +187,9 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers), then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
-    matrix); beyond, blocked with the widest panel whose shared memory fits (32
-    columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
+    matrix), up to 128 the warps design for elements of at most 8 bytes (a block per
+    matrix in registers: _WARPS_CHOICE); beyond, blocked with the widest panel whose
+    shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
     operands, diagonally dominant matrices):
     the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
@@ -179,6 +211,10 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
         for up_to, nb, lanes in _ROWS_CHOICE[itemsize]:
             if size <= up_to:
                 return LuSetting("rows", nb, lanes)
+    if size > 64 and itemsize in _WARPS_CHOICE:
+        s = LuSetting("warps", 128, _WARPS_CHOICE[itemsize])
+        if s.fits(m, n, itemsize, smem_limit):
+            return s
     for s in FUSED_SETTINGS:
         if size <= s.nb and s.fits(m, n, itemsize, smem_limit):
             return s
@@ -195,6 +231,15 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 # 32 x 16 up to 24: 922 against 1014), float64 and complex64 do not (16 x 8: DGESV
 # 16 x 16 within 2 % of 16 x 16 at 128 registers; complex64 760-960 us against 590-790).
 _ROWS_CHOICE = {4: ((16, 16, 8), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
+
+# The warps setting's threads (NB = 128) by element size, from 65 to 128 (measured on the
+# H100, scratch A/B of every setting side by side, GESV X only and GETRF, 256 MB of A):
+# SGESV 128 x 128 2.31 ms (128 x 256; 3.94 with 512 threads, blocked 5.50), 96 x 96 3.07
+# (blocked 6.11); DGESV 128 x 128 2.81 ms (blocked 3.26), 96 x 96 on a par with blocked
+# (3.77 against 3.72 ms; DGETRF 3.22 against 3.45).  From 33 to 64 fused stays: DGESV
+# 48 x 48 1.73 ms against 2.07 (warps 64 x 128), 64 x 64 1.65 against 1.66; SGESV 64 x 64
+# 1.74 against 1.79.
+_WARPS_CHOICE = {4: 256, 8: 512}
 
 
 @dataclass(frozen=True)
@@ -234,6 +279,15 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
                              f"use a smaller rows setting or a fused one")
         groups = ROWS_BLOCK // setting.threads
         return LuPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups, 0)
+    if setting.warps:
+        if not setting.compiled_for(itemsize):
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a thread's row "
+                             f"of a panel, {setting.warps_grid[2]} of them, passes the register budget of "
+                             f"{LU_ROWS_REG_BYTES} bytes); use a setting with more threads or a blocked one")
+        smem = setting.warps_bytes(itemsize)
+        if smem > smem_limit:
+            raise ValueError(f"setting {setting} needs {smem} bytes of shared memory (the device allows {smem_limit})")
+        return LuPlan(grid_for(count, 1), setting.threads, smem, 1, 0)
     if setting.fused:
         per_group = setting.group_bytes(itemsize)
         if per_group > smem_limit:

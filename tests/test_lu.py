@@ -27,7 +27,8 @@ from batched.factorizations import lu as lu_module
 from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
                                        solve)
 from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, ROWS_SETTINGS,
-                                                THREAD_SETTINGS, LuSetting, choose_lu_setting, plan_lu)
+                                                THREAD_SETTINGS, WARPS_SETTINGS, LuSetting, choose_lu_setting,
+                                                plan_lu)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
@@ -142,14 +143,20 @@ def not_compiled(setting, dtype):
     return setting is not None and not setting.compiled_for(np.dtype(dtype).itemsize)
 
 
+def design_peer(setting):
+    """The setting a thread, rows or warps setting is compared with: the fused one of
+    the same NB (the same pivot order and operations), or, past the largest fused NB
+    (warps 128), the widest blocked panel (the same pivot order)."""
+    return next((s for s in FUSED_SETTINGS if s.nb >= setting.nb), BLOCKED_SETTINGS[-1])
+
+
 def register_peer(xp, setting, dtype):
-    """A thread or rows setting's test runs on the GPU where the setting is compiled for
-    ``dtype`` (skipped otherwise); returns the fused setting of the same NB it is
-    compared with."""
+    """A thread, rows or warps setting's test runs on the GPU where the setting is
+    compiled for ``dtype`` (skipped otherwise); returns design_peer(setting)."""
     gpu_only_setting(xp, setting)
     if not_compiled(setting, dtype):
-        pytest.skip("thread setting not compiled for this dtype")
-    return next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+        pytest.skip("register setting not compiled for this dtype")
+    return design_peer(setting)
 
 
 # --- factorization -------------------------------------------------------------------------
@@ -731,20 +738,22 @@ def _close_solutions(got, ref, A, dtype):
         assert err <= 1e2 * _eps(dtype) * max(cond[b], 1.0) * scale, (b, err, cond[b], scale)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_match_fused(xp, setting, dtype):
-    """Thread and rows designs: every m, n <= NB (NB <= 8; a spread of sizes above) in
-    every memory layout (thread: packed C and F batches take the staged path, the others
-    direct accesses; 300 matrices: a partial last block and, for rows, a partial last
-    warp): the same info and pivots as the fused design of the same NB, the same factors
-    and X up to rounding, X = B for a singular matrix; one and three right-hand sides;
-    overwrite flags."""
+    """Thread, rows and warps designs: every m, n <= NB (NB <= 8; a spread of sizes above)
+    in every memory layout (thread: packed C and F batches take the staged path, the
+    others direct accesses; 300 matrices: a partial last block and, for rows, a partial
+    last warp): the same info as design_peer, and against fused (the same operations) the
+    same pivots and the same factors up to rounding (blocked, the peer of warps 128, rounds
+    otherwise: near-ties may pivot apart in float32); X up to rounding, X = B for a
+    singular matrix; one and three right-hand sides; overwrite flags."""
     fused = register_peer(xp, setting, dtype)
     rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
     count = 300
     nb = setting.nb
-    for n in range(1, nb + 1) if nb <= 8 else sorted({1, 2, 3, 5, 8, 9, nb // 2 + 1, nb - 1, nb}):
+    sizes = {1, 2, 3, 5, 8, 9, nb // 2 + 1, nb - 1, nb} | ({31, 32, 33} if setting.warps else set())
+    for n in range(1, nb + 1) if nb <= 8 else sorted(sizes):
         for m in sorted({n, max(1, n - 2), min(setting.nb, n + 1)}):
             A = lu_matrix(rng, (count,), m, n, dtype, "rand")
             A[7, :, min(m, n) - 1] = 0      # info = min(m, n)
@@ -756,8 +765,9 @@ def test_register_designs_match_fused(xp, setting, dtype):
                 lu_t, piv_t, info_t = getrf(Ad, setting=setting)
                 lu_f, piv_f, info_f = getrf(Ad, setting=fused)
                 np.testing.assert_array_equal(to_np(info_t), to_np(info_f), err_msg=f"{m}x{n} {layout}")
-                np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f), err_msg=f"{m}x{n} {layout}")
-                _close(to_np(lu_t), to_np(lu_f), dtype)
+                if fused.fused:   # the same operations: the same pivots (blocked's GEMM rounds otherwise)
+                    np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f), err_msg=f"{m}x{n} {layout}")
+                    _close(to_np(lu_t), to_np(lu_f), dtype)
                 assert factor_ratio(A, to_np(lu_t), to_np(piv_t)) <= THRESHOLD
                 assert_unchanged((Ad,), before)
             if m != n:
@@ -827,7 +837,7 @@ def test_thread_pipeline_many_turns(xp, setting, dtype):
         _close(to_np(lu_t), to_np(lu_f), dtype)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_lists(xp, setting, dtype):
     """Pointer (equal sizes) and variable-size lists up to NB, C and F members, more
@@ -837,7 +847,7 @@ def test_register_designs_lists(xp, setting, dtype):
         with pytest.raises(ValueError, match="not compiled for"):
             gesv([xp.eye(2, dtype=dtype)], [xp.ones(2, dtype)], setting=setting)
         return
-    fused = next(s for s in FUSED_SETTINGS if s.nb >= setting.nb)
+    fused = design_peer(setting)
     rng = rng_for("thread-lists", str(np.dtype(dtype)), str(setting))
     for ns in ([setting.nb] * 130, [int(v) for v in rng.integers(0, setting.nb + 1, 150)]):
         As = [lu_matrix(rng, (), n, n, dtype, "rand") for n in ns]
@@ -847,8 +857,10 @@ def test_register_designs_lists(xp, setting, dtype):
         lus_f, pivs_f, Xs_f, info_f = gesv(Ad, to_xp(xp, Bs), setting=fused)
         np.testing.assert_array_equal(to_np(info), to_np(info_f))
         for a, b, lu, p, x, lu_f, p_f, x_f in zip(As, Bs, lus, pivs, Xs, lus_f, pivs_f, Xs_f):
-            np.testing.assert_array_equal(to_np(p), to_np(p_f))
-            _close(to_np(lu), to_np(lu_f), dtype)
+            if fused.fused:
+                np.testing.assert_array_equal(to_np(p), to_np(p_f))
+                _close(to_np(lu), to_np(lu_f), dtype)
+            assert factor_ratio(a, to_np(lu), to_np(p)) <= THRESHOLD
             if a.size:
                 _close_solutions(to_np(x)[None], to_np(x_f)[None], a[None], dtype)
             assert solve_ratio(a, to_np(x)[:, None], b[:, None]) <= THRESHOLD
@@ -870,7 +882,9 @@ def test_chooser_picks_registered_settings():
             # measured: one thread per matrix up to 8 (4 for complex128), fused up to 64
             assert s.thread == (n <= (4 if itemsize == 16 else 8)), (n, itemsize, s)
             assert s.rows == (not s.thread and n <= 32 and itemsize <= 8), (n, itemsize, s)
-            assert s.fused == (not s.thread and not s.rows and n <= 64), (n, s)
+            # a block per matrix in registers from 65 to 128 (not complex128)
+            assert s.warps == (64 < n <= 128 and itemsize <= 8), (n, itemsize, s)
+            assert s.fused == (not s.thread and not s.rows and not s.warps and n <= 64), (n, s)
             if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
             for layout in ("uniform", "pointer", "variable"):
@@ -883,6 +897,9 @@ def test_chooser_picks_registered_settings():
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(32, 32, 8) == ROWS_SETTINGS[2] and choose_lu_setting(32, 32, 16).fused
     assert choose_lu_setting(2, 2, 8) == THREAD_SETTINGS[0] and choose_lu_setting(8, 8, 4) == THREAD_SETTINGS[-1]
+    assert choose_lu_setting(64, 64, 8).fused and choose_lu_setting(33, 20, 4).fused
+    assert choose_lu_setting(65, 65, 8) == LuSetting("warps", 128, 512) == choose_lu_setting(70, 128, 8)
+    assert choose_lu_setting(128, 128, 4) == LuSetting("warps", 128, 256) and choose_lu_setting(65, 65, 16).blocked
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
     with pytest.raises(ValueError, match="no LU setting fits"):
         choose_lu_setting(100_000, 100_000, 16)
@@ -899,7 +916,7 @@ def test_plan_fits_shared_memory(setting):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
             if not setting.compiled_for(itemsize):
-                assert (setting.thread or setting.rows) and not setting.fits(n, n, itemsize, limit)
+                assert (setting.thread or setting.rows or setting.warps) and not setting.fits(n, n, itemsize, limit)
                 with pytest.raises(ValueError, match="not compiled for"):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
@@ -917,6 +934,9 @@ def test_plan_fits_shared_memory(setting):
             elif setting.rows:   # 32 / L matrices per warp, static shared memory only
                 assert plan.block == 128 and plan.groups == 128 // setting.threads and plan.smem == 0
                 assert plan.grid == -(-70_000 // plan.groups)
+            elif setting.warps:  # a block per matrix
+                assert plan.block == setting.threads and plan.groups == 1 and plan.grid == 70_000
+                assert plan.smem == setting.warps_bytes(itemsize) and plan.lds == 0
             elif setting.fused:
                 assert plan.smem == plan.groups * setting.group_bytes(itemsize)
                 assert plan.groups * plan.grid >= 70_000 and plan.smem <= max(48 * 1024, setting.group_bytes(itemsize))
@@ -999,3 +1019,42 @@ def test_rows_settings_plan_and_registration():
         plan_lu(LuSetting("rows", 32, 32), 20, 20, 16, 10, limit)
     plan = plan_lu(ROWS_SETTINGS[1], 16, 16, 8, 2**36, limit)
     assert plan.block == 128 and plan.groups == 8 and plan.grid == 2**31 - 1
+
+
+def test_warps_settings_plan_and_registration():
+    """A block per matrix, NB / 32 warp rows (a row a lane) by THREADS / NB warp columns (a
+    panel of C columns each): registered for every dtype whose C elements fit the register
+    budget of 256 bytes; shared memory as WarpsSmem in lu.cu."""
+    from batched.device_functions import registered
+
+    names = {p.name: s for p, s in registered().items()}[SOURCE.name]
+    want = {"lu_warps64x128": [4, 8, 8], "lu_warps64x256": [4, 8, 8, 16], "lu_warps128x256": [4],
+            "lu_warps128x512": [4, 8, 8]}
+    assert sorted(want) == sorted(str(s) for s in WARPS_SETTINGS)
+    for s in WARPS_SETTINGS:
+        assert s.warps and s.solves_in_launch and not (s.fused or s.blocked or s.thread or s.rows)
+        wr, wc, c = s.warps_grid
+        assert wr * 32 == s.nb and wr * wc * 32 == s.threads and c * wc == s.nb
+        assert sorted(dt.itemsize for dt in DTYPES if s.compiled_for(dt.itemsize)) == want[str(s)], s
+        for dt in DTYPES:
+            for layout in ("uniform", "pointer", "variable"):
+                name = kernel_name("warps", layout, dt, s)
+                assert name.startswith("getrf_warps_kernel<")
+                assert (name in names) == s.compiled_for(np.dtype(dt).itemsize), name
+    s = LuSetting("warps", 128, 512)
+    # the matrix (129 x 128), sl (2 panels of C = 32 columns), sb and sx (128 each), spr (4),
+    # getrs_tile's work (512 x 4), two panels' steps (2 x 32 x 4 ints), xch (2 x 4 x 4 ints),
+    # spiv and sorig
+    assert s.warps_grid == (4, 4, 32)
+    assert s.warps_bytes(8) == (129 * 128 * 8 + (2 * 32 + 2) * 128 * 8 + 4 * 8 + 512 * 4 * 8 + 2 * 32 * 16
+                                + 2 * 4 * 16 + 2 * 128 * 4)
+    assert s.warps_bytes(8) <= 227 * 1024 and not s.fits(128, 128, 8, 100 * 1024)
+    limit = 227 * 1024
+    with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
+        plan_lu(s, 100, 100, 16, 10, limit)
+    with pytest.raises(ValueError, match="shared memory"):
+        plan_lu(s, 100, 100, 8, 10, 100 * 1024)
+    with pytest.raises(ValueError, match="takes matrices up to 128 x 128"):
+        plan_lu(s, 129, 100, 8, 10, limit)
+    plan = plan_lu(s, 100, 128, 8, 2**36, limit)
+    assert plan.block == 512 and plan.groups == 1 and plan.grid == 2**31 - 1

@@ -272,9 +272,9 @@ def section_lu():
         A = rand((3, 70, 70), dtype)
         A[1, :, 40] = 0
         for s in bt.LU_SETTINGS:
-            if s.thread or s.rows:
+            if s.thread or s.rows or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
-            n = min(s.nb, 70) if s.fused else 70
+            n = min(s.nb, 70) if s.fused or s.warps else 70
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
@@ -294,6 +294,24 @@ def section_lu():
                     bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
                     checks += 5
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 33)]
+            bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
+            checks += 1
+        # the warps settings (a block per matrix in registers): sizes across the lanes' rows
+        # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as above
+        for s in bt.LU_SETTINGS:
+            if not s.warps or not s.compiled_for(np.dtype(dtype).itemsize):
+                continue
+            for n in (1, 31, 32, 33, s.nb - 1, s.nb):
+                for batch in (1, 3) if race or s.nb > 64 or n > 33 else (1, 65537):
+                    T = rand((batch, n, n), dtype)
+                    T[0, :, n - 1] = 0                      # singular: info = n, X = B
+                    bt.getrf(T, setting=s)                  # C order: transposed view
+                    bt.gesv(cp.swapaxes(T, -1, -2), rand((batch, n), dtype), setting=s)  # F order
+                    bt.getrf(rand((batch, n, max(1, n - 1)), dtype), setting=s)  # rectangular
+                    S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows, two right-hand sides
+                    bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
+                    checks += 4
+            mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 9)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
         bt.solve(rand((33, 20, 20), dtype) + 20 * cp.eye(20, dtype=dtype), rand((33, 20), dtype))
