@@ -555,185 +555,173 @@ __device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&
   }
 }
 
-// --- warps design: one block per matrix, a grid of warps over rows and panels ----------
+// --- warps design: one block per matrix, rows over lanes, columns over warps -----------
 //
 // getf2_warps is getf2_rows for a matrix too large for one warp's registers (NB = 64,
-// 128): a block of W warps holds it, WR = NB / 32 warp rows by WC = W / WR warp columns.
-// Warp (wr, wc) (w = wc WR + wr) holds in lane i row wr 32 + i of the panel of columns
-// wc C .. wc C + C - 1 (C = NB / WC): a[c] is element (wr 32 + i, wc C + c), one row a
-// lane, so the pivot search needs no comparison between a lane's rows.  Rows do not move
-// (pos, as getf2_rows).  Panel p is factored by the WR warps of column group p: at each
-// step every warp finds its best candidate by rows_pivot's reductions and the group
-// agrees on the best of the WR through shared memory and a named barrier of the group;
-// the lane holding the pivot row stores its slice as row j of U with the pivot's
-// reciprocal, and after a second named barrier every lane of the group scales its
-// element of the column and updates the panel's columns right of it.  The group
-// publishes each step's multipliers (sl) and pivot (sstep); after one block barrier the
-// groups right of the panel apply the C interchanges and rank-1 updates to their own
-// columns (a named barrier of the group a step, for the pivot row's slice), group p + 1
-// first among the work it then factors.  Measured on the H100: one warp per panel with
-// R = NB / 32 rows a lane spent about 400 instructions a step (selecting among its rows)
-// in a single warp's dependent chain (2,300 cycles a step), the block waiting.  The pivot
-// order, the reciprocal rule and the operation order are those of getf2_tile.
+// 128): a block of W warps holds it, lane i of every warp the rows i, i + 32, .. (R =
+// NB / 32 of them) and warp w the columns w, w + W, .. (C = NB / W), so a thread holds
+// R C elements (a[c][r]: element (i + 32 r, w + W c); a[c] is the thread's piece of a
+// column).  Rows do not move (pos, as getf2_rows); the pivot search of step j is
+// rows_pivot over the 32 lanes of the warp owning column j, which scales the column and
+// publishes the multipliers (sl) and the pivot's position and flag (sstep) for every
+// warp; each warp's lane holding the pivot row stores its slice of that row as row j of
+// U (in the warps' order: warp w's columns at w C ..), which the warp's lanes then read by
+// broadcast loads.  One barrier a step: the owner of column j + 1 (the next warp) updates
+// that column first and publishes step j + 1's pivot before the rest of its update (a
+// look-ahead of one column), sl and sstep alternating between two slots.  Unrolled over
+// the C local columns (a runtime loop over the W warps inside), a column index into a is
+// always a compile-time constant, and columns left of the step are skipped at compile
+// time.  The pivot order, the reciprocal rule and the operation order are those of
+// getf2_tile.
+//
+// Measured on the H100 (ncu, 128 x 128 float64, 512 threads): the step costs about 2,000
+// cycles, half of the warps' time waiting at the barrier for the owner's chain (about 150
+// dependent instructions: the pivot keys of its R rows, three reductions, the broadcast,
+// the scaling).  Two other layouts measured no faster: a panel of C columns per warp
+// factored alone (a barrier a panel: its single warp's chain of about 400 instructions a
+// step, 2,300 cycles), and a grid of NB / 32 warps a panel (a row a lane, two named
+// barriers of the group a step: DGETRF 128 2.70 ms against 2.33).
 //
 // Threads:  the whole block of 32 W threads, every thread with the same m, n.
 // Shared:   U (NB rows of NB elements, then the factors: NB + 1 by NB elements), sl
-//           (2 C NB), sstep (2 C 4 ints), xch (2 WR 4 ints), spr (2 x 2 T), spiv (min(m, n)
-//           ints), sorig (m ints).
-// Sync:     __syncthreads once a panel and three times at the end; named barriers 1 ..
-//           WC (one per column group) within the panels.
+//           (2 NB), sstep (4 ints), spiv (min(m, n) ints), sorig (m ints).
+// Sync:     __syncthreads once a step and three times at the end.
 // Memory:   registers, U and the small arrays; on exit U holds P A = L U column-major
 //           with leading dimension NB + 1 (the m x n part), spiv LAPACK's ipiv - 1 and
 //           sorig[i] the row of A that row i of P A came from.
 // Failure:  LAPACK's info, returned to every thread; a zero pivot's column is neither
 //           scaled nor used, as getf2_tile.
-template <int NB, int W> struct WarpsGrid {
-  static constexpr int WR = NB / 32, WC = W / WR, C = NB / WC;
-  static_assert(WR * 32 == NB && WC * WR == W && C * WC == NB, "whole warp rows and column groups");
-};
-
-// The threads of one column group (WR warps) wait for each other: named barrier 1 + wc,
-// its number a constant (a number in a register makes ptxas reserve all 16 of the
-// block's barriers).
-template <int ID, int COUNT> __device__ __forceinline__ void named_sync() {
-  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
-}
-template <int WR, int WC> __device__ __forceinline__ void group_sync(int wc) {
-  static_assert(WC <= 4, "at most four column groups");
-  switch (wc) {
-    case 0: named_sync<1, WR * 32>(); break;
-    case 1: if constexpr (WC > 1) named_sync<2, WR * 32>(); break;
-    case 2: if constexpr (WC > 2) named_sync<3, WR * 32>(); break;
-    default: if constexpr (WC > 3) named_sync<4, WR * 32>(); break;
-  }
-}
-
-template <int NB, int W, typename T, int C = WarpsGrid<NB, W>::C>
-__device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C], T* U, T* sl, int* sstep, int* xch, T* spr,
-                                           int* spiv, int* sorig) {
+template <int NB, int W, typename T, int R = NB / 32, int C = NB / W>
+__device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* sl, int* sstep, int* spiv,
+                                           int* sorig) {
   using P = Pack16<T>;
   using Real = typename real_of<T>::type;
-  constexpr int PW = P::W, WR = WarpsGrid<NB, W>::WR;
-  static_assert(C % PW == 0, "whole 16-byte pieces per panel");
+  constexpr int PW = P::W;
+  constexpr unsigned ALL = 0xffffffffu;
+  static_assert(R * 32 == NB && C * W == NB && C % PW == 0, "whole rows per lane, whole 16-byte pieces per warp");
   const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
-  const int wr = w % WR, wc = w / WR, row = wr * 32 + lane;
-  const bool in_m = row < m;
   const int kmin = m < n ? m : n;
-  int info = 0, pos = row;  // pos: the position of the lane's row in P A
-  T* Ug = U + wc * C;       // the group's columns of U's rows
+  int info = 0, pos[R];  // pos: the position of each row in P A
+#pragma unroll
+  for (int r = 0; r < R; ++r) pos[r] = lane + 32 * r;
 
-  // the lane's row of the group's panel as row j of U
-  auto store_slice = [&](int j) {
+  // Step s's pivot in the owner warp's column piece v: search, scale, publish.
+  auto pivot_step = [&](int s, T (&v)[R]) {
+    unsigned long long key[R];
 #pragma unroll
-    for (int c0 = 0; c0 < C; c0 += PW) {
-      P piece;
+    for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(lane + 32 * r < m && pos[r] >= s, abs1(v[r]));
+    unsigned long long best = key[0];
+    int best_pos = pos[0];
+    T best_v = v[0];
 #pragma unroll
-      for (int e = 0; e < PW; ++e) piece.v[e] = a[c0 + e];
-      *reinterpret_cast<P*>(Ug + j * NB + c0) = piece;
+    for (int r = 1; r < R; ++r) {
+      const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
+      best = better ? key[r] : best;
+      best_pos = better ? pos[r] : best_pos;
+      best_v = select(better, v[r], best_v);
+    }
+    const PivotScale<T> own(best_v);  // while the reductions run
+    const int at = rows_pivot<32, Real>(best, best_pos);
+    const int src = __ffs(__ballot_sync(ALL, best != 0ull && best_pos == at)) - 1;
+    const T piv = shfl_from(best_v, src, ALL, 32), rcp = shfl_from(own.r, src, ALL, 32);
+    const bool go = piv != T(0);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {  // rows whose position after the interchange is past s
+      const int p = pos[r] == s ? at : pos[r] == at ? s : pos[r];
+      const bool upd = go && lane + 32 * r < m && p > s;
+      T x = v[r] * rcp;
+      if (rcp == T(0)) x = safe_divide(v[r], piv);
+      sl[(s & 1) * NB + lane + 32 * r] = select(upd, x, T(0));
+      v[r] = select(upd, x, v[r]);
+    }
+    if (lane == 0) {
+      sstep[2 * (s & 1)] = at;
+      sstep[2 * (s & 1) + 1] = go;
+      spiv[s] = at;
     }
   };
-  // a[c] -= l u for the group's columns c0 .. C - 1, u = row j of U at them
-  auto rank1 = [&](int j, int c0, T l) {
-#pragma unroll
-    for (int c = 0; c < C; c += PW) {
-      if (c + PW <= c0) continue;  // a constant after unrolling
-      const P u = get_piece(Ug + j * NB + c);
-#pragma unroll
-      for (int e = 0; e < PW; ++e)
-        if (c + e >= c0) a[c + e] -= l * u.v[e];
-    }
-  };
 
-  const int panels = (kmin + C - 1) / C;
-  for (int p = 0; p < panels; ++p) {
-    const int slot = p & 1;
-    T* slp = sl + slot * C * NB;
-    int* ssp = sstep + slot * C * 4;
-    if (wc == p) {  // factor the panel: C steps of this group
+  if (kmin > 0 && w == 0) pivot_step(0, a[0]);
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
-        const int j = p * C + c;
-        if (j >= kmin) break;  // uniform
-        const int par = j & 1;
-        // the warp's best candidate (bdf::iamax's order), then the group's
-        const unsigned long long key = pivot_key<Real>(in_m && pos >= j, abs1(a[c]));
-        const PivotScale<T> own(a[c]);  // while the reductions run
-        const unsigned hi = unsigned(key >> 32), lo = unsigned(key);
-        const unsigned top_hi = __reduce_max_sync(0xffffffffu, hi);
-        const bool on_hi = hi == top_hi;
-        const unsigned top_lo = sizeof(Real) == 8 ? __reduce_max_sync(0xffffffffu, on_hi ? lo : 0u) : 0u;
-        const unsigned top_pos = __reduce_min_sync(0xffffffffu, on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu);
-        int* x = xch + (par * WR) * 4;
-        if (lane == 0) *reinterpret_cast<int4*>(x + wr * 4) = make_int4(int(top_hi), int(top_lo), int(top_pos), 0);
-        group_sync<WR, WarpsGrid<NB, W>::WC>(wc);
-        int4 best = *reinterpret_cast<const int4*>(x);
+  for (int jc = 0; jc < C; ++jc) {
+    if (jc * W >= kmin) break;  // uniform
+    for (int w0 = 0; w0 < W; ++w0) {
+      const int j = w0 + jc * W;  // this step's column: local column jc of warp w0
+      if (j >= kmin) break;       // uniform
+      __syncthreads();            // step j's pivot is published; step j - 1's reads of its slot are done
+      const int at = sstep[2 * (j & 1)];
+      const bool go = sstep[2 * (j & 1) + 1] != 0;
+      if (!go && info == 0) info = j + 1;
+      T l[R];
 #pragma unroll
-        for (int q = 1; q < WR; ++q) {
-          const int4 o = *reinterpret_cast<const int4*>(x + q * 4);
-          const unsigned long long kb = (unsigned long long)unsigned(best.x) << 32 | unsigned(best.y);
-          const unsigned long long ko = (unsigned long long)unsigned(o.x) << 32 | unsigned(o.y);
-          if (ko > kb || (ko == kb && unsigned(o.z) < unsigned(best.z))) best = o;
+      for (int r = 0; r < R; ++r) {
+        l[r] = sl[(j & 1) * NB + lane + 32 * r];
+        const bool src = lane + 32 * r < m && pos[r] == at;
+        if (src) {  // this warp's slice of the pivot row is row j of U
+#pragma unroll
+          for (int c0 = 0; c0 < C; c0 += PW) {
+            P piece;
+#pragma unroll
+            for (int e = 0; e < PW; ++e) piece.v[e] = a[c0 + e][r];
+            *reinterpret_cast<P*>(U + j * NB + w * C + c0) = piece;
+          }
         }
-        const int at = best.z;
-        if (key != 0ull && pos == at) {  // the pivot row's lane
-          store_slice(j);
-          spr[2 * par] = a[c];
-          spr[2 * par + 1] = own.r;  // 0 where the rule divides
-          ssp[4 * c] = at;
-          ssp[4 * c + 1] = a[c] != T(0);
-          spiv[j] = at;
-        }
-        pos = pos == j ? at : pos == at ? j : pos;
-        group_sync<WR, WarpsGrid<NB, W>::WC>(wc);
-        const T piv = spr[2 * par], rcp = spr[2 * par + 1];
-        const bool go = piv != T(0);
-        if (!go && info == 0) info = j + 1;
-        const bool upd = go && in_m && pos > j;
-        T l = a[c] * rcp;
-        if (rcp == T(0)) l = safe_divide(a[c], piv);
-        l = select(upd, l, T(0));
-        a[c] = select(upd, l, a[c]);
-        slp[c * NB + row] = l;
-        if (go) rank1(j, c + 1, l);
+        pos[r] = pos[r] == j ? at : src ? j : pos[r];
       }
-    }
-    __syncthreads();  // panel p is published; panel p - 1's slots are no longer read
-    if (wc != p) {    // apply panel p: its interchanges, and right of it its updates
+      __syncwarp();  // the slice is visible to the warp
+      // the next step's column: local jc of warp w0 + 1, or local jc + 1 of warp 0
+      const bool wrap = w0 + 1 == W;
+      const bool ahead = j + 1 < kmin && w == (wrap ? 0 : w0 + 1);
+      // (c a constant after unrolling: a is never indexed at run time)
+      auto update = [&](int c) {
+        const T u = U[j * NB + w * C + c];
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
-        const int j = p * C + c;
-        if (j >= kmin) break;  // uniform
-        const int at = ssp[4 * c];
-        const bool go = ssp[4 * c + 1] != 0;
-        if (!go && info == 0) info = j + 1;
-        if (wc > p && in_m && pos == at) store_slice(j);
-        pos = pos == j ? at : pos == at ? j : pos;
-        if (wc > p && go) {
-          const T l = slp[c * NB + row];
-          group_sync<WR, WarpsGrid<NB, W>::WC>(wc);  // row j of U is visible to the group
-          rank1(j, 0, l);
+        for (int r = 0; r < R; ++r) a[c][r] -= l[r] * u;
+      };
+      if (ahead) {
+        if (!wrap) {
+          if (go) update(jc);
+          pivot_step(j + 1, a[jc]);
+        } else if (jc + 1 < C) {
+          const int nc = jc + 1 < C ? jc + 1 : jc;
+          if (go) update(nc);
+          pivot_step(j + 1, a[nc]);
+        }
+      }
+      if (go) {
+#pragma unroll
+        for (int c = jc; c < C; ++c) {
+          if (c == jc && w <= w0) continue;                  // columns up to j
+          if (ahead && c == (wrap ? jc + 1 : jc)) continue;  // done ahead
+          update(c);
         }
       }
     }
   }
-  // every row to its place: the rows pivoted in this group's panel or before take the
-  // group's columns from U (their registers may have taken 0 * Inf since; rows pivoted
-  // later hold only L here, final in registers), then all of them into U column-major
+  // every row to its place: the pivot rows from U (their registers may have taken
+  // 0 * Inf since), then all of them into U column-major at their positions
   __syncthreads();
-  if (in_m && pos < kmin && pos / C <= wc) {
 #pragma unroll
-    for (int c0 = 0; c0 < C; c0 += PW) {
-      const P piece = get_piece(Ug + pos * NB + c0);
+  for (int r = 0; r < R; ++r) {
+    if (lane + 32 * r < m && pos[r] < kmin) {
 #pragma unroll
-      for (int e = 0; e < PW; ++e) a[c0 + e] = piece.v[e];
+      for (int c0 = 0; c0 < C; c0 += PW) {
+        const P piece = get_piece(U + pos[r] * NB + w * C + c0);
+#pragma unroll
+        for (int e = 0; e < PW; ++e) a[c0 + e][r] = piece.v[e];
+      }
     }
   }
   __syncthreads();
-  if (in_m) {
 #pragma unroll
-    for (int c = 0; c < C; ++c)
-      if (wc * C + c < n) U[pos + (wc * C + c) * (NB + 1)] = a[c];
-    if (wc == 0) sorig[pos] = row;
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + 32 * r;
+    if (row < m) {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        if (w + W * c < n) U[pos[r] + (w + W * c) * (NB + 1)] = a[c][r];
+      if (w == 0) sorig[pos[r]] = row;
+    }
   }
   __syncthreads();
   return info;

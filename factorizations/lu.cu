@@ -24,6 +24,10 @@
 //   memory (cp.async, coalesced) while it factors the current one, each lane reads its
 //   own matrix from there, and the factors and X go back the same way; otherwise
 //   every thread reads and writes its own elements directly.
+// Warps design (getrf_warps_kernel, max(m, n) <= NB = 64 or 128): one block per matrix,
+//   held in registers (bdf::getf2_warps: lane i of every warp rows i, i + 32, .., warp w
+//   the columns w, w + W, ..), entering and leaving through shared memory, where GESV
+//   solves by bdf::getrs_tile in the same launch.
 // LASWP (laswp_kernel): a thread per (matrix, right-hand side) applies the pivots
 //   in order (or in reverse order) to its column.
 #include "common.cuh"
@@ -388,29 +392,25 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
 // --- warps design ----------------------------------------------------------------------
 
 // Shared memory of getrf_warps_kernel (NB, THREADS): the matrix (U, then the factors:
-// NB + 1 by NB elements), the multipliers of two panels (2 C NB), the first right-hand
-// side and the solve's vector (NB each), two steps' pivot and reciprocal (4), getrs_tile's
-// work, then the ints: two panels' steps (2 C 4), two steps' candidates of the warp rows
-// (2 WR 4), spiv and sorig (NB each).  The same sums as LuSetting.warps_bytes in
-// lu_settings.py.
+// NB + 1 by NB elements), the multipliers' two slots (2 NB), the first right-hand side
+// and the solve's vector (NB each), getrs_tile's work, then the ints: the step's pivot
+// and flag (two slots), spiv and sorig (NB each).  The same sums as
+// LuSetting.warps_bytes in lu_settings.py.
 template <typename T, int NB, int THREADS> struct WarpsSmem {
   static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
-  static constexpr int C = bdf::WarpsGrid<NB, THREADS / 32>::C, WR = bdf::WarpsGrid<NB, THREADS / 32>::WR;
   static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));
-  static constexpr int sb = sl + 2 * C * NB * int(sizeof(T));
+  static constexpr int sb = sl + 2 * NB * int(sizeof(T));
   static constexpr int sx = sb + NB * int(sizeof(T));
-  static constexpr int spr = sx + NB * int(sizeof(T));
-  static constexpr int work = align(spr + 4 * int(sizeof(T)));
+  static constexpr int work = align(sx + NB * int(sizeof(T)));
   static constexpr int sstep = align(work + bdf::lu_work_bytes<T>(THREADS));
-  static constexpr int xch = sstep + 2 * C * 4 * 4;
-  static constexpr int spiv = xch + 2 * WR * 4 * 4;
+  static constexpr int spiv = sstep + 4 * 4;
   static constexpr int sorig = spiv + NB * 4;
   static constexpr int total = align(sorig + NB * 4);
 };
 
 // Warps design (getrf_warps_kernel, max(m, n) <= NB = 64 or 128): one block of THREADS
-// per matrix, factored in registers by bdf::getf2_warps (a grid of NB / 32 warp rows, a
-// row a lane, by THREADS / NB warp columns, a panel of columns each).  The matrix comes in through
+// per matrix, factored in registers by bdf::getf2_warps (lane i of every warp holding
+// rows i, i + 32, .., warp w the columns w, w + W, ..).  The matrix comes in through
 // shared memory (coalesced in either orientation), the factors leave from it, and with
 // nrhs > 0 each right-hand side is permuted into shared memory and solved by
 // bdf::getrs_tile: GESV in one launch, as fused.  Same arguments and flags as
@@ -423,23 +423,19 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
                    int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   using SM = WarpsSmem<T, NB, THREADS>;
-  using Grid = bdf::WarpsGrid<NB, THREADS / 32>;
-  constexpr int C = Grid::C, WR = Grid::WR, LD = NB + 1;
-  static_assert(THREADS % 32 == 0, "whole warps");
+  constexpr int W = THREADS / 32, R = NB / 32, C = NB / W, LD = NB + 1;
+  static_assert(THREADS % 32 == 0 && NB % W == 0, "whole warps, whole columns per warp");
   extern __shared__ __align__(16) unsigned char smem[];
   T* S = reinterpret_cast<T*>(smem);
   T* sl = reinterpret_cast<T*>(smem + SM::sl);
   T* sb = reinterpret_cast<T*>(smem + SM::sb);
   T* sx = reinterpret_cast<T*>(smem + SM::sx);
-  T* spr = reinterpret_cast<T*>(smem + SM::spr);
   unsigned char* work = smem + SM::work;
   int* sstep = reinterpret_cast<int*>(smem + SM::sstep);
-  int* xch = reinterpret_cast<int*>(smem + SM::xch);
   int* spiv = reinterpret_cast<int*>(smem + SM::spiv);
   int* sorig = reinterpret_cast<int*>(smem + SM::sorig);
   const bdf::ThreadGroup<THREADS> g(threadIdx.x);
-  const int tid = int(threadIdx.x), w = tid / 32;
-  const int row = (w % WR) * 32 + tid % 32, col0 = (w / WR) * C;  // the thread's row, its group's first column
+  const int tid = int(threadIdx.x), lane = tid % 32, w = tid / 32;
   const bool a_trans = flags & LU_A_TRANS;
 
   for (long long b = blockIdx.x; b < count; b += gridDim.x) {
@@ -460,11 +456,13 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
     if (nrhs > 0)
       for (int i = tid; i < n; i += THREADS) sb[i] = B.vector(b)[i * B.inc];
     g.sync();
-    T a[C];
+    T a[C][R];
 #pragma unroll
-    for (int c = 0; c < C; ++c) a[c] = S[row + (col0 + c) * LD];
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int r = 0; r < R; ++r) a[c][r] = S[lane + 32 * r + (w + W * c) * LD];
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
-    const int fail = bdf::getf2_warps<NB, THREADS / 32>(m, n, a, S, sl, sstep, xch, spr, spiv, sorig);
+    const int fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
     if (tid == 0) info[b] = fail;
     if (flags & LU_WRITE_PIV) {
       int* p = piv.vector(b);

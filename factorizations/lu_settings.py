@@ -26,11 +26,11 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   16 x 16, 32 x 32 (one row per lane), 16 x 8, 16 x 4, 32 x 16 (two or four), each
   compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).
 - ``warps`` (``getrf_warps_kernel<..., NB, THREADS>``): max(m, n) <= NB = 64 or 128, one
-  block of THREADS per matrix held in registers: WR = NB / 32 warp rows (a row a lane) by
-  WC = THREADS / NB warp columns, each a panel of C = NB / WC columns (a thread holds C
-  elements, compiled where they fit LU_ROWS_REG_BYTES).  The WR warps of a panel's group
-  factor it (named barriers of the group), a block barrier a panel; the matrix enters and
-  the factors leave through shared memory (NB + 1 by NB), where GESV solves in the same
+  block of THREADS per matrix held in registers: lane i of every warp the rows i, i + 32,
+  .., warp w of the W = THREADS / 32 the columns w, w + W, .. (R = NB / 32 rows by C =
+  NB / W columns a thread, compiled where they fit LU_ROWS_REG_BYTES).  One barrier a
+  step (the next column's owner searches its pivot ahead); the matrix enters and the
+  factors leave through shared memory (NB + 1 by NB), where GESV solves in the same
   launch.
 """
 
@@ -96,26 +96,23 @@ class LuSetting(DesignKinds):
         if self.thread:
             return self.nb * self.nb * itemsize <= LU_THREAD_REG_BYTES
         if self.warps:
-            return self.warps_grid[2] * itemsize <= LU_ROWS_REG_BYTES
+            r, c = self.warps_piece
+            return r * c * itemsize <= LU_ROWS_REG_BYTES
         return not self.rows or self.rows_per_lane * self.nb * itemsize <= LU_ROWS_REG_BYTES
 
     @property
-    def warps_grid(self) -> tuple[int, int, int]:
-        """Warps design: (WR, WC, C), the warp rows (NB / 32, a row a lane), the warp columns
-        and the columns of each one's panel (a thread's row of the panel: C elements)."""
-        if not self.warps:
-            return (0, 0, 0)
-        wr = self.nb // 32
-        wc = self.threads // 32 // wr
-        return wr, wc, self.nb // wc
+    def warps_piece(self) -> tuple[int, int]:
+        """Warps design: (R, C), the rows (NB / 32: i, i + 32, ..) and columns (NB / W: w,
+        w + W, ..) of the matrix a thread holds."""
+        return (self.nb // 32, self.nb // (self.threads // 32)) if self.warps else (0, 0)
 
     def warps_bytes(self, itemsize: int) -> int:
         """Shared memory of the warps design: WarpsSmem<T, NB, THREADS>::total in lu.cu."""
-        nb, (wr, _, c) = self.nb, self.warps_grid
+        nb = self.nb
         sl = _align16(nb * (nb + 1) * itemsize)
-        work = _align16(sl + (2 * c + 2) * nb * itemsize + 4 * itemsize)
+        work = _align16(sl + 4 * nb * itemsize)
         sstep = _align16(work + lu_work_bytes(self.threads, itemsize))
-        return _align16(sstep + 2 * c * 16 + 2 * wr * 16 + 2 * nb * 4)
+        return _align16(sstep + 16 + 2 * nb * 4)
 
     @property
     def rows_per_lane(self) -> int:
@@ -236,7 +233,8 @@ _ROWS_CHOICE = {4: ((16, 16, 8), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), 
 # H100, scratch A/B of every setting side by side, GESV X only and GETRF, 256 MB of A):
 # SGESV 128 x 128 2.31 ms (128 x 256; 3.94 with 512 threads, blocked 5.50), 96 x 96 3.07
 # (blocked 6.11); DGESV 128 x 128 2.81 ms (blocked 3.26), 96 x 96 on a par with blocked
-# (3.77 against 3.72 ms; DGETRF 3.22 against 3.45).  From 33 to 64 fused stays: DGESV
+# (3.77 against 3.72 ms; DGETRF 3.22 against 3.45).  bench/solve.py: DGESV 128 2.64 ms
+# (blocked 3.13), SGESV 128 2.20 (5.35), DGETRF 128 2.20 (2.91).  From 33 to 64 fused stays: DGESV
 # 48 x 48 1.73 ms against 2.07 (warps 64 x 128), 64 x 64 1.65 against 1.66; SGESV 64 x 64
 # 1.74 against 1.79.
 _WARPS_CHOICE = {4: 256, 8: 512}
@@ -281,9 +279,9 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
         return LuPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups, 0)
     if setting.warps:
         if not setting.compiled_for(itemsize):
-            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a thread's row "
-                             f"of a panel, {setting.warps_grid[2]} of them, passes the register budget of "
-                             f"{LU_ROWS_REG_BYTES} bytes); use a setting with more threads or a blocked one")
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a thread's "
+                             f"{setting.warps_piece[0]} x {setting.warps_piece[1]} elements pass the register "
+                             f"budget of {LU_ROWS_REG_BYTES} bytes); use a setting with more threads or a blocked one")
         smem = setting.warps_bytes(itemsize)
         if smem > smem_limit:
             raise ValueError(f"setting {setting} needs {smem} bytes of shared memory (the device allows {smem_limit})")

@@ -1022,9 +1022,9 @@ def test_rows_settings_plan_and_registration():
 
 
 def test_warps_settings_plan_and_registration():
-    """A block per matrix, NB / 32 warp rows (a row a lane) by THREADS / NB warp columns (a
-    panel of C columns each): registered for every dtype whose C elements fit the register
-    budget of 256 bytes; shared memory as WarpsSmem in lu.cu."""
+    """A block per matrix, lane i of each of W warps holding rows i, i + 32, .. and warp w
+    the columns w, w + W, ..: registered for every dtype whose R x C piece fits the
+    register budget of 256 bytes; shared memory as WarpsSmem in lu.cu."""
     from batched.device_functions import registered
 
     names = {p.name: s for p, s in registered().items()}[SOURCE.name]
@@ -1033,8 +1033,8 @@ def test_warps_settings_plan_and_registration():
     assert sorted(want) == sorted(str(s) for s in WARPS_SETTINGS)
     for s in WARPS_SETTINGS:
         assert s.warps and s.solves_in_launch and not (s.fused or s.blocked or s.thread or s.rows)
-        wr, wc, c = s.warps_grid
-        assert wr * 32 == s.nb and wr * wc * 32 == s.threads and c * wc == s.nb
+        r, c = s.warps_piece
+        assert r * 32 == s.nb and c * (s.threads // 32) == s.nb
         assert sorted(dt.itemsize for dt in DTYPES if s.compiled_for(dt.itemsize)) == want[str(s)], s
         for dt in DTYPES:
             for layout in ("uniform", "pointer", "variable"):
@@ -1042,12 +1042,9 @@ def test_warps_settings_plan_and_registration():
                 assert name.startswith("getrf_warps_kernel<")
                 assert (name in names) == s.compiled_for(np.dtype(dt).itemsize), name
     s = LuSetting("warps", 128, 512)
-    # the matrix (129 x 128), sl (2 panels of C = 32 columns), sb and sx (128 each), spr (4),
-    # getrs_tile's work (512 x 4), two panels' steps (2 x 32 x 4 ints), xch (2 x 4 x 4 ints),
-    # spiv and sorig
-    assert s.warps_grid == (4, 4, 32)
-    assert s.warps_bytes(8) == (129 * 128 * 8 + (2 * 32 + 2) * 128 * 8 + 4 * 8 + 512 * 4 * 8 + 2 * 32 * 16
-                                + 2 * 4 * 16 + 2 * 128 * 4)
+    # the matrix (129 x 128), sl / sb / sx (4 x 128), getrs_tile's work (512 x 4), ints
+    assert s.warps_piece == (4, 8)
+    assert s.warps_bytes(8) == 129 * 128 * 8 + 4 * 128 * 8 + 512 * 4 * 8 + 16 + 2 * 128 * 4
     assert s.warps_bytes(8) <= 227 * 1024 and not s.fits(128, 128, 8, 100 * 1024)
     limit = 227 * 1024
     with pytest.raises(ValueError, match="not compiled for 16-byte elements"):
