@@ -54,6 +54,47 @@ template <typename T, int NB, int G> __host__ __device__ constexpr int lu_fused_
          16;
 }
 
+// The outputs of a factorization held in shared memory by a group of G threads (fused
+// and warps designs): info, the pivots (spiv, 0-based; stored 1-based), the factors (s,
+// column-major, leading dimension lds) into LU, and with nrhs > 0 (m == n) each
+// right-hand side x = U^{-1} L^{-1} (P b) by bdf::getrs_tile, row i of P b being row
+// perm[i] of b; `first` (or null) holds the first column of B, read earlier.  A singular
+// matrix leaves X = B, as LAPACK's xGESV.  X may alias B: each column is read whole
+// before it is written.  Ends after a barrier.
+template <int G, class MatA, class Vec, class IVec, typename T>
+__device__ void lu_tile_outputs(bdf::ThreadGroup<G> g, long long b, int m, int n, int fail, const T* s, int lds,
+                                const int* spiv, const int* perm, const T* first, MatA LU, IVec piv, int* info,
+                                Vec B, long long b_col, Vec X, long long x_col, int nrhs, int flags, T* sx,
+                                T* work) {
+  const int kmin = m < n ? m : n;
+  if (g.rank == 0) info[b] = fail;
+  if (flags & LU_WRITE_PIV) {
+    int* p = piv.vector(b);
+    for (int j = g.rank; j < kmin; j += G) p[j * piv.inc] = spiv[j] + 1;
+  }
+  if (flags & LU_WRITE_LU) {  // the output is column-major
+    T* lu = LU.matrix(b);
+    const long long ldl = LU.ldim(b);
+    for (int e = g.rank; e < m * n; e += G) {
+      const int j = e / m, i = e - j * m;
+      lu[i + j * ldl] = s[i + j * lds];
+    }
+  }
+  for (int c = 0; c < nrhs; ++c) {
+    const T* bv = B.vector(b) + c * b_col;
+    const bool stored = first != nullptr && c == 0;
+    T* xv = X.vector(b) + c * x_col;
+    if (fail) {  // LAPACK's xGESV does not solve: X = B
+      for (int i = g.rank; i < n; i += G) xv[i * X.inc] = stored ? first[i] : bv[i * B.inc];
+      continue;  // uniform over the group
+    }
+    for (int i = g.rank; i < n; i += G) sx[i] = stored ? first[perm[i]] : bv[(long long)perm[i] * B.inc];
+    bdf::getrs_tile<T, G>(g, n, s, lds, sx, work);  // begins and ends with a barrier
+    for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
+  }
+  g.sync();  // s, sx and the caller's arrays are refilled by the next matrix
+}
+
 // Item = one matrix.  LU may alias A (overwrite_a: each group reads its whole matrix
 // into shared memory before writing any of it); X may alias B (overwrite_b: each column
 // is read completely before it is written).
@@ -80,7 +121,6 @@ getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
     // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
     const int m = a_trans ? A.cols(b) : A.rows(b);
     const int n = a_trans ? A.rows(b) : A.cols(b);
-    const int kmin = m < n ? m : n;
     const T* a = A.matrix(b);
     const long long lda = A.ldim(b);
     const int total = m * n;
@@ -96,19 +136,6 @@ getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
       }
     }
     const int fail = bdf::getf2_tile<G>(g, m, n, s, LD, spiv, work);  // begins and ends with a barrier
-    if (g.rank == 0) info[b] = fail;
-    if (flags & LU_WRITE_PIV) {
-      int* p = piv.vector(b);
-      for (int j = g.rank; j < kmin; j += G) p[j * piv.inc] = spiv[j] + 1;
-    }
-    if (flags & LU_WRITE_LU) {  // the output is column-major
-      T* lu = LU.matrix(b);
-      const long long ldl = LU.ldim(b);
-      for (int e = g.rank; e < total; e += G) {
-        const int j = e / m, i = e - j * m;
-        lu[i + j * ldl] = s[i + j * LD];
-      }
-    }
     if (nrhs > 0) {  // GESV: the launcher guarantees m == n
       if (g.rank == 0) {  // P as a permutation: row i of P B is row sperm[i] of B
         for (int i = 0; i < n; ++i) sperm[i] = i;
@@ -119,20 +146,9 @@ getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
         }
       }
       g.sync();
-      for (int c = 0; c < nrhs; ++c) {
-        const T* bv = B.vector(b) + c * b_col;
-        T* xv = X.vector(b) + c * x_col;
-        if (fail) {  // LAPACK's xGESV does not solve: X = B
-          for (int i = g.rank; i < n; i += G) xv[i * X.inc] = bv[i * B.inc];
-          continue;  // uniform over the group
-        }
-        for (int i = g.rank; i < n; i += G) sx[i] = bv[(long long)sperm[i] * B.inc];
-        bdf::getrs_tile<T, G>(g, n, s, LD, sx, reinterpret_cast<T*>(work));  // begins and ends with a barrier
-        for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
-        g.sync();  // sx is refilled by the next column
-      }
     }
-    g.sync();  // s, spiv and sperm are refilled by the next matrix
+    lu_tile_outputs(g, b, m, n, fail, s, LD, spiv, sperm, static_cast<const T*>(nullptr), LU, piv, info, B, b_col,
+                    X, x_col, nrhs, flags, sx, reinterpret_cast<T*>(work));  // ends with a barrier
   }
 }
 
@@ -442,7 +458,6 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
     // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
     const int m = a_trans ? A.cols(b) : A.rows(b);
     const int n = a_trans ? A.rows(b) : A.cols(b);
-    const int kmin = m < n ? m : n;
     // 1. A into S column-major (consecutive threads read consecutive elements in the
     //    user's orientation; zeros outside m x n), the first right-hand side into sb
     const T* src = A.matrix(b);
@@ -463,31 +478,9 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
       for (int r = 0; r < R; ++r) a[c][r] = S[lane + 32 * r + (w + W * c) * LD];
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
     const int fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
-    if (tid == 0) info[b] = fail;
-    if (flags & LU_WRITE_PIV) {
-      int* p = piv.vector(b);
-      for (int j = tid; j < kmin; j += THREADS) p[j * piv.inc] = spiv[j] + 1;
-    }
-    if (flags & LU_WRITE_LU) {  // the output is column-major
-      T* lu = LU.matrix(b);
-      const long long ldl = LU.ldim(b);
-      for (int q = tid; q < NB * NB; q += THREADS) {
-        const int i = q % NB, j = q / NB;
-        if (i < m && j < n) lu[i + j * ldl] = S[i + j * LD];
-      }
-    }
-    // 3. GESV (the launcher guarantees m == n): x = U^{-1} L^{-1} (P b), b_i at row
-    //    sorig[i]; a singular matrix leaves X = B, as LAPACK's xGESV
-    for (int c = 0; c < nrhs; ++c) {
-      const T* bv = B.vector(b) + c * b_col;
-      T* xv = X.vector(b) + c * x_col;
-      for (int i = tid; i < n; i += THREADS)
-        sx[i] = fail ? (c == 0 ? sb[i] : bv[i * B.inc]) : c == 0 ? sb[sorig[i]] : bv[(long long)sorig[i] * B.inc];
-      if (!fail) bdf::getrs_tile<T, THREADS>(g, n, S, LD, sx, reinterpret_cast<T*>(work));  // ends with a barrier
-      else g.sync();
-      for (int i = tid; i < n; i += THREADS) xv[i * X.inc] = sx[i];
-    }
-    g.sync();  // S, sb and sx are refilled by the next matrix
+    // 3. info, pivots, factors and GESV (the launcher guarantees m == n): b_i at row sorig[i]
+    lu_tile_outputs(g, b, m, n, fail, S, LD, spiv, sorig, static_cast<const T*>(sb), LU, piv, info, B, b_col, X,
+                    x_col, nrhs, flags, sx, reinterpret_cast<T*>(work));  // ends with a barrier
   }
 }
 

@@ -74,9 +74,10 @@ def lu_work_bytes(group: int, itemsize: int) -> int:  # bdf::lu_work_bytes (lu.c
 
 @dataclass(frozen=True)
 class LuSetting(DesignKinds):
-    """``design`` 'fused', 'blocked', 'thread' or 'rows'; ``nb``: the largest matrix
-    (fused, thread, rows) or the panel width (blocked); ``threads`` per matrix (fused,
-    blocked, rows: the lanes of a group) or per block (thread: one thread per matrix)."""
+    """``design`` 'fused', 'blocked', 'thread', 'rows' or 'warps'; ``nb``: the largest
+    matrix (fused, thread, rows, warps) or the panel width (blocked); ``threads`` per
+    matrix (fused, blocked, warps; rows: the lanes of a group) or per block (thread: one
+    thread per matrix)."""
 
     design: str
     nb: int
@@ -84,7 +85,7 @@ class LuSetting(DesignKinds):
 
     @property
     def solves_in_launch(self) -> bool:
-        """Fused, thread and rows: GESV in the factorization's launch, A read in place
+        """Fused, thread, rows and warps: GESV in the factorization's launch, A read in place
         (any strides, either orientation), max(m, n) <= nb."""
         return not self.blocked
 
