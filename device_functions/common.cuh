@@ -16,6 +16,13 @@ template <typename T> __device__ __forceinline__ T conj_if(T a, bool) { return a
 template <typename R>
 __device__ __forceinline__ complex<R> conj_if(complex<R> a, bool c) { return c ? conj(a) : a; }
 
+// c ? a : b, component by component for complex: a conditional between two complex
+// lvalues may select an address, which moves register arrays to local memory.
+template <typename T> __device__ __forceinline__ T select(bool c, T a, T b) { return c ? a : b; }
+template <typename R> __device__ __forceinline__ complex<R> select(bool c, complex<R> a, complex<R> b) {
+  return complex<R>(c ? a.real() : b.real(), c ? a.imag() : b.imag());
+}
+
 // x / z; for complex z by Smith's algorithm: no |z|^2 (which overflows) and no
 // 1 / z (subnormal, so short of digits, for |z| > 2^126 in single precision).
 template <typename T> __device__ __forceinline__ T safe_divide(T x, T z) { return x / z; }

@@ -18,33 +18,6 @@
 
 namespace bdf {
 
-// LAPACK's sfmin (dlamch('S')): the smallest normal number; 1 / sfmin does not overflow.
-template <typename R> struct SafeMin;
-template <> struct SafeMin<float> { static constexpr float value = 1.17549435e-38f; };
-template <> struct SafeMin<double> { static constexpr double value = 2.2250738585072014e-308; };
-
-template <typename T> __device__ __forceinline__ typename real_of<T>::type modulus(T a) {
-  if constexpr (is_complex_v<T>) return abs(a);
-  else return fabs(a);
-}
-
-// LAPACK's scaling of a column by its pivot: by the reciprocal unless that would
-// overflow (|pivot| < sfmin); here also unless it would be subnormal and short of
-// digits (|pivot| > 1 / sfmin).  Otherwise divide (safe_divide).  r is 0 exactly when
-// the rule divides, so (piv, r) carries the whole decision (the rows design stores r).
-template <typename T> struct PivotScale {
-  T piv, r;
-  bool recip;
-  __device__ __forceinline__ explicit PivotScale(T p) : piv(p) {
-    using R = typename real_of<T>::type;
-    const R a = modulus(p);
-    recip = a >= SafeMin<R>::value && a <= R(1) / SafeMin<R>::value;
-    r = recip ? T(1) / p : T(0);
-  }
-  __device__ __forceinline__ PivotScale(T p, T r_) : piv(p), r(r_), recip(r_ != T(0)) {}
-  __device__ __forceinline__ T operator()(T l) const { return recip ? l * r : safe_divide(l, piv); }
-};
-
 // Bytes of `work` getf2_tile and getrs_tile need for a group of G threads (0 for G <= 32):
 // iamax's per-warp pairs and gemv_n's G * GEMV_UNROLL partial sums.
 template <typename T> __host__ __device__ constexpr int lu_work_bytes(int group) {
@@ -109,10 +82,8 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
 
 // bdf::getrs_tile: x = U^{-1} L^{-1} x for the n x n factors of getf2_tile in shared
 // memory (the row interchanges are applied by the caller before).
-// Threads:  a ThreadGroup<G>; every thread calls it.  Tiles of W = min(G, 32) unknowns:
-//           each is solved by bdf::trsv_tile on the first W threads after a gemv_n
-//           update (DIM_X = min(G, 32), DIM_Y = G / DIM_X) from the unknowns solved
-//           before it (left-looking, as factorizations/trsv.cu's blocked design).
+// Threads:  a ThreadGroup<G>; every thread calls it.  Two bdf::trsv_window solves (tiles
+//           of min(G, 32) unknowns, GEMV updates of DIM_X = min(G, 32) x DIM_Y = G / DIM_X).
 // Shared:   lu (ld ldlu) read-only; x (n elements, shared) overwritten; `work` of
 //           lu_work_bytes<T>(G) bytes, as T (null for G <= 32).
 // Sync:     no barrier assumed on entry; ends after a barrier.
@@ -120,40 +91,10 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
 template <typename T, int G>
 __device__ void getrs_tile(ThreadGroup<G> g, int n, const T* lu, int ldlu, T* x, T* work) {
-  constexpr int W = G < 32 ? G : 32;
   constexpr int DX = G < 32 ? G : 32, DY = G / DX;
-  g.sync();  // x is filled
-  // L y = x, unit lower, forward
-  for (int r0 = 0; r0 < n; r0 += W) {
-    const int nb = min(W, n - r0);
-    if (r0 > 0) {
-      T* xr = x + r0;
-      gemv_n<T, DX, DY>(g, nb, r0, lu + r0, ldlu, x, 1, false, work, [=](int i, T v) { xr[i] -= v; });
-      g.sync();
-    }
-    if (g.rank < W) trsv_tile<T, W>(g.rank, nb, lu + r0 + (long long)r0 * ldlu, ldlu, OP_N, true, true, x + r0);
-    g.sync();
-  }
-  // U x = y, backward
-  for (int done = 0; done < n; done += W) {
-    const int nb = min(W, n - done);
-    const int r0 = n - done - nb;
-    if (done > 0) {
-      T* xr = x + r0;
-      gemv_n<T, DX, DY>(g, nb, done, lu + r0 + (long long)(r0 + nb) * ldlu, ldlu, x + r0 + nb, 1, false, work,
-                        [=](int i, T v) { xr[i] -= v; });
-      g.sync();
-    }
-    if (g.rank < W) trsv_tile<T, W>(g.rank, nb, lu + r0 + (long long)r0 * ldlu, ldlu, OP_N, false, false, x + r0);
-    g.sync();
-  }
-}
-
-// c ? a : b, component by component for complex: a conditional between two complex
-// lvalues may select an address, which moves register arrays to local memory.
-template <typename T> __device__ __forceinline__ T select(bool c, T a, T b) { return c ? a : b; }
-template <typename R> __device__ __forceinline__ complex<R> select(bool c, complex<R> a, complex<R> b) {
-  return complex<R>(c ? a.real() : b.real(), c ? a.imag() : b.imag());
+  g.sync();                                                                    // x is filled
+  trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, true, true, 0, n, x, work);    // L y = x, unit lower
+  trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, false, false, 0, n, x, work);  // U x = y
 }
 
 // Exchange element j of a register vector with element p (j <= p < limit), element i
@@ -249,8 +190,9 @@ __device__ __forceinline__ int getf2_regs(int m, int n, T (&a)[NB][NB], int (&ip
 // bdf::getrs_regs: x = U^{-1} L^{-1} P x for the n x n factors of getf2_regs (n <= NB)
 // in the registers of one thread: the interchanges ipiv[0], ipiv[1], ... in order
 // (LAPACK's xLASWP), the unit lower solve forward, the upper solve backward, each
-// column-oriented as trsv_tile (x_j = x_j / u_jj by safe_divide, then x_i -= a_ij x_j
-// for the rows after it in solve order): the same operations as getrs_tile for n <= 32.
+// column-oriented in trsv_tile's order (x_j = x_j / u_jj by safe_divide, then x_i -= a_ij
+// x_j for the rows after it in solve order; trsv_tile divides each row by its diagonal
+// first instead).
 // Threads:  one thread, alone; loops over NB unrolled, stopping at n.
 // Shared:   none.
 // Sync:     none.
@@ -513,10 +455,10 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
 }
 
 // bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, row i
-// of them and (P b)_i in lane i % L's a[i / L] and x[i / L], ending with x_i.  The same
-// operations as getrs_tile (trsv_tile's column order), but the division by U's
-// diagonal goes through the pivot rule's reciprocal (PivotScale: a reciprocal unless
-// the diagonal is outside [sfmin, 1 / sfmin], then a division).
+// of them and (P b)_i in lane i % L's a[i / L] and x[i / L], ending with x_i.  The
+// column order of getrs_tile; x_k is multiplied by the pivot rule's reciprocal of U's
+// diagonal at its turn (PivotScale: a reciprocal unless the diagonal is outside [sfmin,
+// 1 / sfmin], then a division).
 // Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n; U as getf2_rows
 //           left it, read at the rows' diagonals); a group with n = 0 takes part in the
 //           shuffles and leaves x as it is.

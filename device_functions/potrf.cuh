@@ -32,6 +32,9 @@
 //
 // bdf::potrf_rows / potrs_rows: the same again for a matrix held one row per lane by a
 // group of L lanes (the rows design): see below.
+//
+// bdf::potrf_warps: the factorization of a matrix too large for one warp (NB = 64, 128)
+// held in the registers of a block of warps (the warps design): see below.
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
@@ -216,6 +219,136 @@ __device__ __forceinline__ void potrs_rows(int lane, int n, int steps, const T (
     xk = shfl_from(xk, k, ALL, L);
     if (valid && lane < k && k < n) x -= conj_if(S[k * lds + lane], !conj_l) * xk;
   }
+}
+
+
+// --- warps design: one block per matrix, rows over lanes, columns over warps -----------
+
+// bdf::potrf_warps: L L^H of the n x n matrix (n <= NB) held by a block of W warps as LU's
+// getf2_warps holds it: lane i of every warp the rows i, i + 32, .. (R = NB / 32 of them),
+// warp w the columns w, w + W, .. (C = NB / W), a[c][r] = L(i + 32 r, w + W c) of the
+// logical lower triangle (the caller loads the named triangle there, zeros elsewhere).
+// Right-looking, one column a step: the owner of column j takes its pivot d = L(j, j)
+// (one shuffle), scales the column by r = rsqrt(d) (the diagonal d r) and publishes the
+// multipliers (rows > j, zeros elsewhere) in sl and the outcome in sstep; after one
+// __syncthreads every warp updates its columns k > j: L(i, k) -= l_i conj(l_k), both
+// factors read from sl.  The owner of column j + 1 updates that column and publishes
+// step j + 1 at once (a look-ahead of one column) and defers its other updates of step j
+// to step j + 1, when it applies both steps' (three slots of sl and sstep in turn), so
+// that the chain from one step's barrier to the next is the pivot's alone, not the pivot
+// and an update.  Unrolled over the C local columns (a runtime loop over the W warps
+// inside), a column index into a is always a compile-time constant, and row slots above
+// a column (32 (r + 1) <= W c) are skipped at compile time.  The summation order is the
+// right-looking one (equal to the left-looking designs' up to rounding).
+// Threads:  the whole block of 32 W threads, every thread with the same n.
+// Shared:   S, the logical L the caller loaded (column-major, leading dimension lds >=
+//           NB), read by nobody during the steps and overwritten at the end; sl (3 NB
+//           elements), sstep (3 ints).
+// Sync:     __syncthreads once a step and once at the end.
+// Memory:   on exit S holds what potrf_lower_columns leaves in the lower triangle: the
+//           factor, or at a failure in column k - 1 the columns before it, the failed
+//           column updated and unscaled with its real pivot, and the columns after it
+//           as the caller loaded them (the registers' further updates are not stored).
+//           The strict upper triangle of S is not written.
+// Failure:  returns 0 or the 1-based failing column to every thread; nothing after a
+//           failed pivot is updated.
+template <typename R> __device__ __forceinline__ R reciprocal_sqrt(R x) {
+  if constexpr (sizeof(R) == 4) return rsqrtf(x);
+  else return rsqrt(x);
+}
+
+template <int NB, int W, typename T, int R = NB / 32, int C = NB / W>
+__device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T* sl, int* sstep) {
+  using Re = typename real_of<T>::type;
+  constexpr unsigned ALL = 0xffffffffu;
+  static_assert(R * 32 == NB && C * W == NB, "whole rows per lane, whole columns per warp");
+  const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
+
+  // Step s in the owner warp's column piece v: the pivot, the scaled column, published.
+  auto pivot_step = [&](int s, T (&v)[R]) {
+    T dv = v[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) dv = select(s / 32 == r, v[r], dv);
+    const Re d = shfl_from(Re(real_part(dv)), s & 31, ALL, 32);
+    const bool go = d > Re(0);  // false for NaN too (LAPACK's ajj <= 0 or isnan(ajj))
+    const Re dd = go ? d : Re(1), rcp = reciprocal_sqrt(dd), l = dd * rcp;
+    T* dst = sl + (s % 3) * NB;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + 32 * r;
+      const T x = v[r] * rcp;
+      dst[row] = select(go && row > s, x, T(0));
+      if (row == s) v[r] = go ? T(l) : T(d);
+      else if (go && row > s) v[r] = x;
+    }
+    if (lane == 0) sstep[s % 3] = go;
+  };
+
+  int info = 0;
+  T lprev[R];  // the look-ahead owner's multipliers of the step whose other updates it deferred
+  if (n > 0 && w == 0) pivot_step(0, a[0]);
+#pragma unroll
+  for (int jc = 0; jc < C; ++jc) {
+    if (jc * W >= n || info) break;  // uniform
+    for (int w0 = 0; w0 < W; ++w0) {
+      const int j = w0 + jc * W;  // this step's column: local column jc of warp w0
+      if (j >= n) break;          // uniform
+      __syncthreads();            // step j is published; slot j % 3 (step j - 3, read through j - 2) is free
+      if (!sstep[j % 3]) {        // uniform: the failed column stays as its owner left it
+        info = j + 1;
+        break;
+      }
+      const T* lj = sl + (j % 3) * NB;
+      T l[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) l[r] = lj[lane + 32 * r];
+      // column c -= m conj(m at the column's row) (c a constant after unrolling: a is never
+      // indexed at run time; rows above the column skipped at compile time)
+      auto update = [&](int c, const T (&m)[R], const T* src) {
+        const T u = conj_if(src[w + W * c], true);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (32 * (r + 1) > W * c) a[c][r] -= m[r] * u;
+      };
+      // the next step's column: local jc of warp w0 + 1, or local jc + 1 of warp 0
+      const bool wrap = w0 + 1 == W;
+      const bool ahead = j + 1 < n && w == (wrap ? 0 : w0 + 1);
+      if (ahead) {  // column j + 1 and its pivot now; this warp's other updates of step j in step j + 1
+        if (!wrap) {
+          update(jc, l, lj);
+          pivot_step(j + 1, a[jc]);
+        } else if (jc + 1 < C) {
+          const int nc = jc + 1 < C ? jc + 1 : jc;
+          update(nc, l, lj);
+          pivot_step(j + 1, a[nc]);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) lprev[r] = l[r];
+        continue;
+      }
+      // this step's owner published it ahead during step j - 1 and deferred that step's
+      // other updates: both now, in order (its columns after j are the same for both)
+      const bool deferred = j > 0 && w == w0;
+      const T* lp = sl + ((j + 2) % 3) * NB;  // step j - 1's slot
+#pragma unroll
+      for (int c = jc; c < C; ++c) {
+        if (c == jc && w <= w0) continue;  // columns up to j
+        if (deferred) update(c, lprev, lp);
+        update(c, l, lj);
+      }
+    }
+  }
+  // the lower triangle of the columns factored (through the failed one) into S
+  const int last = info ? info - 1 : n - 1;
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + 32 * r, col = w + W * c;
+      if (32 * (r + 1) > W * c && col <= last && row >= col && row < n) S[row + col * lds] = a[c][r];
+    }
+  __syncthreads();
+  return info;
 }
 
 }  // namespace bdf

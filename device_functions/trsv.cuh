@@ -1,7 +1,7 @@
-// trsv.cuh: triangular solves for ONE matrix: the diagonal-tile solve and the
-// zero-pivot scan.  The off-diagonal updates of a blocked or recursive TRSV are
-// GEMVs: the drivers call bdf::gemv_n / bdf::gemv_t (gemv.cuh) with an epilogue
-// x_i -= r, so there is no second copy of GEMV here.
+// trsv.cuh: triangular solves for ONE matrix: the diagonal-tile solve, the blocked
+// solve of a window of unknowns by a thread group, and the zero-pivot scan.  The
+// off-diagonal updates are GEMVs: bdf::trsv_update calls bdf::gemv_n / bdf::gemv_t
+// (gemv.cuh) with an epilogue x_i -= r, so there is no second copy of GEMV here.
 //
 // Matrices are column-major views (element (i, j) at A[i + j * lda]); `op` is one
 // of bdf::Op applied to that view (OP_R: conjugate without transpose, which is how
@@ -9,6 +9,8 @@
 // triangular (lower view with N/R, upper view with T/C), backward otherwise.
 #pragma once
 #include "common.cuh"
+#include "gemv.cuh"
+#include "vector.cuh"
 
 namespace bdf {
 
@@ -20,6 +22,33 @@ template <typename R>
 __device__ __forceinline__ complex<R> shfl_from(complex<R> v, int src, unsigned mask, int width) {
   return complex<R>(__shfl_sync(mask, v.real(), src, width), __shfl_sync(mask, v.imag(), src, width));
 }
+
+// LAPACK's sfmin (dlamch('S')): the smallest normal number; 1 / sfmin does not overflow.
+template <typename R> struct SafeMin;
+template <> struct SafeMin<float> { static constexpr float value = 1.17549435e-38f; };
+template <> struct SafeMin<double> { static constexpr double value = 2.2250738585072014e-308; };
+
+template <typename T> __device__ __forceinline__ typename real_of<T>::type modulus(T a) {
+  if constexpr (is_complex_v<T>) return abs(a);
+  else return fabs(a);
+}
+
+// LAPACK's scaling of a column by its pivot: by the reciprocal unless that would
+// overflow (|pivot| < sfmin); here also unless it would be subnormal and short of
+// digits (|pivot| > 1 / sfmin).  Otherwise divide (safe_divide).  r is 0 exactly when
+// the rule divides, so (piv, r) carries the whole decision (the rows design stores r).
+template <typename T> struct PivotScale {
+  T piv, r;
+  bool recip;
+  __device__ __forceinline__ explicit PivotScale(T p) : piv(p) {
+    using R = typename real_of<T>::type;
+    const R a = modulus(p);
+    recip = a >= SafeMin<R>::value && a <= R(1) / SafeMin<R>::value;
+    r = recip ? T(1) / p : T(0);
+  }
+  __device__ __forceinline__ PivotScale(T p, T r_) : piv(p), r(r_), recip(r_ != T(0)) {}
+  __device__ __forceinline__ T operator()(T l) const { return recip ? l * r : safe_divide(l, piv); }
+};
 
 // Does op(A) (A the stored view, lower or upper) have to be solved first row first?
 __host__ __device__ constexpr bool trsv_forward(bool lower, int op) { return lower != op_transposes(op); }
@@ -42,6 +71,12 @@ __device__ __forceinline__ T op_element(const T* A, long long lda, int op, int i
 // Memory:   A read-only (global or shared), only its stored triangle and, unless
 //           `unit`, the diagonal; each lane first loads its whole row of op(A) into
 //           registers (W of them), so the sequential chain below waits on no load.
+// Division: each lane divides its row of the tile and its unknown by its diagonal entry
+//           before the chain (by the reciprocal where LAPACK's pivot rule allows it,
+//           PivotScale: sfmin <= |d| <= 1 / sfmin, else by safe_divide), so that a step of
+//           the chain is one shuffle and one multiply-add.  With the division on the
+//           chain (lane s dividing x_s at its turn) a step took about 185 cycles on the
+//           H100 and the warps designs' solves of 128 unknowns a third of the kernel.
 // Failure:  none: a zero diagonal divides by zero (callers scan for it first, see
 //           first_zero_diagonal); NaN/Inf propagate as in LAPACK.
 template <typename T, int W>
@@ -67,13 +102,24 @@ __device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, lon
     if (mine && s < lane) m[s] = conj_if(p[s * step], cj);
   }
   if (mine && !unit) d = conj_if(rowp[(long long)row * cs], cj);
+  if (!unit) {  // the lane's row and unknown divided by its diagonal, before the chain
+    const PivotScale<T> diag(d);
+    if (diag.recip) {  // one branch around the loop, not one per element
+#pragma unroll
+      for (int s = 0; s < W; ++s) m[s] *= diag.r;
+      yi *= diag.r;
+    } else {
+#pragma unroll
+      for (int s = 0; s < W; ++s) m[s] = safe_divide(m[s], d);
+      yi = safe_divide(yi, d);
+    }
+  }
+  // lane s holds x_s when its turn comes: one shuffle and one multiply-add a step
 #pragma unroll
   for (int s = 0; s < W; ++s) {
-    if (s < nb) {  // uniform over the lanes
-      if (lane == s && !unit) yi = safe_divide(yi, d);
-      const T ys = shfl_from(yi, s, mask, W);
-      if (lane > s) yi -= m[s] * ys;
-    }
+    if (s >= nb) break;  // uniform over the lanes
+    const T ys = shfl_from(yi, s, mask, W);
+    if (lane > s) yi -= m[s] * ys;
   }
 }
 
@@ -91,6 +137,50 @@ __device__ void trsv_tile(int lane, int nb, const T* A, long long lda, int op, b
   trsv_tile_regs<T, W>(lane, nb, A, lda, op, forward, unit, yi);
   if (lane < nb) y[row] = yi;
   __syncwarp(mask);
+}
+
+// bdf::trsv_update: x[R0:R0+rlen] -= op(A)[R0:R0+rlen, C0:C0+clen] xc (one GEMV: gemv_t when
+// op transposes, else gemv_n), xc read from shared memory (never through the read-only
+// path from the vector being written) and x at xr with stride incr.
+// bdf::trsv_window: solve the unknowns [lo, lo + len) (rows of op(A)) held in sx[0, len),
+// every update from outside the window already applied: tiles of W = min(G, 32) in solve
+// order, each updated by the window's unknowns solved before it (trsv_update) and then
+// solved by bdf::trsv_tile on the first W threads.  The blocked TRSV design of
+// factorizations/trsv.cu, and the solves of the fused and warps factorizations (LU's
+// getrs_tile, QR's R solve, Cholesky's POSV) with lo = 0, len = n.
+// Threads:  a ThreadGroup<DIM_X * DIM_Y> (gemv.cuh's shape rules); every thread calls them.
+// Shared:   sx (and xc): shared memory, or global memory only this group touches; `work`
+//           as gemv_n needs it (null for G <= 32).
+// Sync:     the caller makes sx visible to the group first; each ends after a barrier.
+// Memory:   A read-only: the stored triangle tiles op(A) needs, and the diagonal unless unit.
+// Failure:  none: a zero diagonal gives Inf/NaN (callers scan or check info first).
+// Neither is inlined: they depend on the type and the group's shape but not on a
+// kernel's layout, so the three layouts' kernels share one compiled copy, and a call per
+// tile costs nothing next to the loads it waits for.
+template <typename T, int DIM_X, int DIM_Y>
+__device__ __noinline__ void trsv_update(ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op, int R0,
+                                         int rlen, int C0, int clen, const T* xc, T* xr, long long incr, T* work) {
+  auto store = [=](int i, T r) { xr[i * incr] -= r; };
+  if (op_transposes(op))
+    gemv_t<T, DIM_X, DIM_Y>(g, clen, rlen, a + C0 + (long long)R0 * lda, lda, xc, 1, op_conjugates(op), work, store);
+  else
+    gemv_n<T, DIM_X, DIM_Y>(g, rlen, clen, a + R0 + (long long)C0 * lda, lda, xc, 1, op_conjugates(op), work, store);
+  g.sync();
+}
+
+template <typename T, int DIM_X, int DIM_Y>
+__device__ __noinline__ void trsv_window(ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op,
+                                         bool forward, bool unit, int lo, int len, T* sx, T* work) {
+  constexpr int G = DIM_X * DIM_Y, W = G < 32 ? G : 32;
+  for (int done = 0; done < len; done += W) {
+    const int nb = min(W, len - done);
+    const int r0 = forward ? lo + done : lo + len - done - nb;  // first row of the tile
+    const int s0 = forward ? lo : r0 + nb;                        // solved unknowns [s0, s0 + done)
+    if (done)
+      trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r0, nb, s0, done, sx + (s0 - lo), sx + (r0 - lo), 1, work);
+    if (g.rank < W) trsv_tile<T, W>(g.rank, nb, a + r0 + (long long)r0 * lda, lda, op, forward, unit, sx + (r0 - lo));
+    g.sync();
+  }
 }
 
 // bdf::first_zero_diagonal: LAPACK's singularity check (xTRTRS): the 1-based index

@@ -19,6 +19,10 @@
 //   potrf_fused_kernel: one thread group per matrix; the named triangle in shared
 //     memory (n x n, ld n), bdf::potrf_lower_columns, then (POSV, n <= 32) both
 //     triangular solves of each right-hand side in shared memory by bdf::trsv_tile.
+//   potrf_warps_kernel: one block per matrix (n <= NB = 64 or 128), held in registers
+//     (bdf::potrf_warps: lane i of every warp rows i, i + 32, .., warp w the columns w,
+//     w + W, ..), entering and leaving through shared memory, where POSV solves (two
+//     bdf::trsv_window) in the same launch.
 //   potrf_blocked_kernel: one block per matrix, the matrix in global memory (C),
 //     right-looking over panels of POTRF_NB columns: diagonal block factored in shared
 //     memory, rows below it solved against it (one warp per row, bdf::trsv_tile), the
@@ -226,6 +230,95 @@ potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
     }
     if (g.rank == 0) info[b] = fail;
     g.sync();  // sD and ys are reused by the next matrix
+  }
+}
+
+// --- warps design ----------------------------------------------------------------------
+
+// Shared memory of potrf_warps_kernel (NB, THREADS): the logical L (NB + 1 by NB
+// elements), the multipliers' three slots (3 NB), the right-hand side (NB), trsv_window's
+// GEMV work (THREADS * GEMV_UNROLL), then the three step flags.  The same sums as
+// CholeskySetting.warps_bytes in cholesky_settings.py.
+template <typename T, int NB, int THREADS> struct PotrfWarpsSmem {
+  static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
+  static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));
+  static constexpr int sx = sl + 3 * NB * int(sizeof(T));
+  static constexpr int work = sx + NB * int(sizeof(T));
+  static constexpr int sstep = align(work + THREADS * bdf::GEMV_UNROLL * int(sizeof(T)));
+  static constexpr int total = align(sstep + 3 * 4);
+};
+
+// Item = one matrix, one block of THREADS; the same arguments and flags as
+// potrf_fused_kernel.  The named triangle comes into shared memory as the logical L
+// (consecutive threads on consecutive stored elements: coalesced in either orientation;
+// zeros elsewhere, so NaN in the other triangle never enters), then into registers;
+// bdf::potrf_warps factors it and leaves the factor in shared memory, from where C is
+// written (the stored orientation again) and, for POSV, each right-hand side is solved
+// (L y = b, then L^H x = y: two bdf::trsv_window over n).  C may alias A (the whole
+// triangle is read before anything is written); X may alias B (the first column is read
+// with the matrix, the others before their solves).  A failing matrix leaves X = B.
+template <class Mat, class Vec, int NB, int THREADS, bool SOLVE>
+__global__ void __launch_bounds__(THREADS)
+potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info, int flags,
+                   long long count, int /*n_max*/) {
+  using T = typename Mat::value_type;
+  using SM = PotrfWarpsSmem<T, NB, THREADS>;
+  constexpr int W = THREADS / 32, R = NB / 32, CL = NB / W, LD = NB + 1;
+  static_assert(THREADS % 32 == 0 && NB % 32 == 0 && NB % W == 0, "whole warps, whole columns per warp");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* S = reinterpret_cast<T*>(smem);
+  T* sl = reinterpret_cast<T*>(smem + SM::sl);
+  T* sx = reinterpret_cast<T*>(smem + SM::sx);
+  T* work = reinterpret_cast<T*>(smem + SM::work);
+  int* sstep = reinterpret_cast<int*>(smem + SM::sstep);
+  const bdf::ThreadGroup<THREADS> g(threadIdx.x);
+  const int tid = int(threadIdx.x), lane = tid % 32, w = tid / 32;
+  const bool lower = flags & POTRF_LOWER, conj_l = flags & POTRF_CONJ_SOLVE;
+
+  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+    const int n = A.rows(b);
+    const T* a_src = A.matrix(b);
+    T* c = C.matrix(b);
+    const long long lda = A.ldim(b), ldc = C.ldim(b);
+    // 1. S(i, j) = L(i, j) from stored element (r, s) of the named triangle, zeros
+    //    elsewhere; C's other triangle; the first right-hand side
+#pragma unroll 4
+    for (int q = tid; q < NB * NB; q += THREADS) {
+      const int r = q % NB, s = q / NB;
+      const bool named = r < n && s < n && potrf_named(lower, r, s);
+      S[(lower ? r + s * LD : s + r * LD)] = named ? bdf::conj_if(a_src[r + s * lda], !lower) : T(0);
+    }
+    potrf_other_triangle<T, THREADS>(g, n, a_src, lda, c, ldc, flags);
+    if (SOLVE && nrhs > 0)
+      for (int i = tid; i < n; i += THREADS) sx[i] = B.vector(b)[i * B.inc];
+    g.sync();
+    T a[CL][R];
+#pragma unroll
+    for (int cl = 0; cl < CL; ++cl)
+#pragma unroll
+      for (int r = 0; r < R; ++r) a[cl][r] = S[lane + 32 * r + (w + W * cl) * LD];
+    // 2. L L^H (potrf_warps' first barrier comes before anything is written to S)
+    const int fail = bdf::potrf_warps<NB, W>(n, a, S, LD, sl, sstep);  // ends after a barrier
+    if (tid == 0) info[b] = fail;
+    for (int q = tid; q < n * n; q += THREADS) {  // C's named triangle, stored orientation
+      const int r = q % n, s = q / n;
+      if (potrf_named(lower, r, s)) c[r + s * ldc] = bdf::conj_if(S[lower ? r + s * LD : s + r * LD], !lower);
+    }
+    // 3. POSV: view = L L^H, conj(view) = conj(L) L^T (a failed matrix keeps X = B)
+    for (int k = 0; SOLVE && k < nrhs; ++k) {
+      const T* bv = B.vector(b) + k * b_col;
+      T* xv = X.vector(b) + k * x_col;
+      if (k > 0)
+        for (int i = tid; i < n; i += THREADS) sx[i] = bv[i * B.inc];
+      if (!fail) {  // uniform
+        g.sync();  // sx complete
+        bdf::trsv_window<T, 32, W>(g, S, LD, conj_l ? bdf::OP_R : bdf::OP_N, true, false, 0, n, sx, work);
+        bdf::trsv_window<T, 32, W>(g, S, LD, conj_l ? bdf::OP_T : bdf::OP_C, false, false, 0, n, sx, work);
+      }
+      for (int i = tid; i < n; i += THREADS) xv[i * X.inc] = sx[i];
+      g.sync();  // sx is refilled by the next right-hand side
+    }
+    g.sync();  // S is refilled by the next matrix
   }
 }
 

@@ -2,10 +2,11 @@
 (NumPy), ``cho_factor``, ``cho_solve`` (SciPy).
 
 Launchers and CPU backend.  The GPU kernels (``cholesky.cu``) factor each matrix
-in one thread group: the fused design keeps the named triangle in shared memory
-(and, for POSV with n <= 32, solves the right-hand sides in the same launch), the
-blocked design works on the matrix in global memory a 32-column panel at a time
-(see ``cholesky_settings.py``).  The CPU backend runs the same left-looking
+in one thread, lane group or block: the thread, rows and warps designs hold it in
+registers (n <= 8, 32, 128), the fused design keeps the named triangle in shared
+memory, and each of these solves POSV's right-hand sides in the same launch (fused:
+for n <= 32); the blocked design works on the matrix in global memory a 32-column
+panel at a time (see ``cholesky_settings.py``).  The CPU backend runs the same left-looking
 column sweep vectorized over the batch with NumPy.  The solves of ``potrs`` and
 ``cho_solve`` are the triangular solves of ``trsv.py`` (L y = b, then L^H x = y).
 
@@ -41,7 +42,7 @@ NOT_POSITIVE_DEFINITE = sv.Failure("matrix is not positive definite", "a non-pos
 def kernel_name(layout: str, dtype, setting: CholeskySetting, solve: bool = False) -> str:
     """solve: the thread or fused kernel with POSV's solves compiled in (settings that can solve)."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    if setting.thread or setting.rows:
+    if setting.register:
         return (f"potrf_{setting.design}_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
                 f"{setting.template_args()}, {'true' if solve else 'false'}>")
     if setting.fused:
@@ -176,8 +177,8 @@ def posv(A, B, *, lower=True, overwrite_a=False, overwrite_b=False, setting=None
 
     Notes
     -----
-    For n <= 32 (the default setting) factorization and solves are one kernel
-    launch.  Never raises for numerical failure and never synchronizes.
+    For n <= 128 (the default setting; n <= 64 for complex128) factorization
+    and solves are one kernel launch.  Never raises for numerical failure and never synchronizes.
     """
     lower = sv.check_bool(lower, "lower")
     overwrite_a = sv.check_bool(overwrite_a, "overwrite_a")

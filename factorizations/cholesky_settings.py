@@ -15,6 +15,13 @@ A setting becomes template arguments of ``factorizations/cholesky.cu``:
            launch.  Blocks of ROWS_BLOCK threads, 32 / L matrices per warp.  Compiled
            where a row of nb elements takes at most ROWS_REG_BYTES (nb = 32 but for
            complex128).
+``warps``  one block of DIM_X threads (W = DIM_X / 32 warps) per matrix (n <= ``nb`` = 64
+           or 128) holds it in registers, as LU's warps design: lane i of every warp rows
+           i, i + 32, .., warp w the columns w, w + W, .. (bdf::potrf_warps, right-looking,
+           one barrier a column with a one-column look-ahead); the matrix enters and the
+           factor leaves through shared memory, where POSV solves in the same launch (two
+           bdf::trsv_window).  Compiled where a thread's (nb / 32) x (nb / W) elements
+           take at most WARPS_REG_BYTES (no complex128 at nb = 128).
 ``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
            named triangle in shared memory (n x n elements), factors it column by
            column (left-looking, one GEMV per column) and, for POSV, solves the
@@ -45,14 +52,16 @@ SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 3
 THREAD_REG_BYTES = 512   # POTRF_THREAD_REG_BYTES in cholesky.cu: the thread design's triangle
 ROWS_REG_BYTES = 256     # the rows design's row of nb elements (LU's LU_ROWS_REG_BYTES rule)
 ROWS_BLOCK = 128         # POTRF_ROWS_BLOCK in cholesky.cu
+WARPS_REG_BYTES = 256    # the warps design's elements per thread (LU's LU_ROWS_REG_BYTES rule)
 
 
 @dataclass(frozen=True)
 class CholeskySetting(DesignKinds):
-    """``design`` 'thread', 'rows', 'fused' or 'blocked'; DIM_X x DIM_Y threads per matrix
-    (the shape of the GEMV that updates each column); for 'thread' DIM_X threads per
-    block, one matrix of at most ``nb`` x ``nb`` each; for 'rows' DIM_X lanes per
-    matrix of at most ``nb`` x ``nb``.  ``fuse_solve`` False: a fused
+    """``design`` 'thread', 'rows', 'warps', 'fused' or 'blocked'; DIM_X x DIM_Y threads per
+    matrix (the shape of the GEMV that updates each column); for 'thread' DIM_X threads
+    per block, one matrix of at most ``nb`` x ``nb`` each; for 'rows' DIM_X lanes per
+    matrix of at most ``nb`` x ``nb``; for 'warps' a block of DIM_X threads per matrix
+    of at most ``nb`` x ``nb``.  ``fuse_solve`` False: a fused
     setting that leaves POSV's solves to the TRSV kernels (a second and third
     launch) instead of compiling them into the factorization, whose register
     use they raise (double, 32 x 4 threads: 160 registers with the solve, 56
@@ -72,7 +81,22 @@ class CholeskySetting(DesignKinds):
         """Is this setting instantiated for elements of ``itemsize`` bytes?"""
         if self.rows:
             return self.nb * itemsize <= ROWS_REG_BYTES
+        if self.warps:
+            r, c = self.warps_piece
+            return r * c * itemsize <= WARPS_REG_BYTES
         return not self.thread or self.nb * (self.nb + 1) // 2 * itemsize <= THREAD_REG_BYTES
+
+    @property
+    def warps_piece(self) -> tuple[int, int]:
+        """Warps design: (R, C), the rows (nb / 32) and columns (nb / W) a thread holds."""
+        return (self.nb // 32, self.nb // (self.dim_x // 32)) if self.warps else (0, 0)
+
+    def warps_bytes(self, itemsize: int) -> int:
+        """Shared memory of the warps design: PotrfWarpsSmem<T, NB, THREADS>::total in cholesky.cu."""
+        nb = self.nb
+        sl = _align16(nb * (nb + 1) * itemsize)
+        sstep = _align16(sl + 4 * nb * itemsize + self.dim_x * GEMV_UNROLL * itemsize)
+        return _align16(sstep + 12)
 
     def thread_stage_bytes(self, n: int, nrhs: int, itemsize: int, smem_limit: int) -> int:
         """Thread design: the pipeline's shared memory (bdf::warp_pipeline) for packed
@@ -92,7 +116,7 @@ class CholeskySetting(DesignKinds):
     def can_solve(self, n_max: int) -> bool:
         """Can the kernel also solve (POSV in one launch): the thread design always, the
         fused one with one trsv_tile per solve."""
-        if self.thread or self.rows:
+        if self.thread or self.rows or self.warps:
             return n_max <= self.nb
         return self.fused and self.fuse_solve and n_max <= min(self.group_threads, SOLVE_MAX)
 
@@ -107,10 +131,15 @@ class CholeskySetting(DesignKinds):
         return -(-(elems * itemsize) // 16) * 16
 
     def template_args(self) -> str:
-        return f"{self.nb}, {self.dim_x}" if self.thread or self.rows else f"{self.dim_x}, {self.dim_y}"
+        return f"{self.nb}, {self.dim_x}" if self.register else f"{self.dim_x}, {self.dim_y}"
+
+    @property
+    def register(self) -> bool:
+        """A design that holds the matrix in registers (thread, rows, warps): n <= nb."""
+        return self.thread or self.rows or self.warps
 
     def __str__(self) -> str:
-        if self.thread or self.rows:
+        if self.register:
             return f"potrf_{self.design}{self.nb}x{self.dim_x}"
         return f"potrf{self.dim_x}x{self.dim_y}{self.design}{'' if self.fuse_solve else '_apart'}"
 
@@ -128,8 +157,9 @@ FUSED_SETTINGS = (
 BLOCKED_SETTINGS = (CholeskySetting("blocked", 32, 4), CholeskySetting("blocked", 32, 8))
 THREAD_SETTINGS = tuple(CholeskySetting("thread", 128, nb=nb) for nb in (2, 4, 8))
 ROWS_SETTINGS = (CholeskySetting("rows", 16, nb=16), CholeskySetting("rows", 32, nb=32))
+WARPS_SETTINGS = tuple(CholeskySetting("warps", t, nb=nb) for nb, t in ((64, 128), (64, 256), (128, 256), (128, 512)))
 # Every setting a launcher may pick (each a registered instantiation, compiled in CI).
-CHOLESKY_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS + FUSED_SETTINGS + BLOCKED_SETTINGS
+CHOLESKY_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS + FUSED_SETTINGS + BLOCKED_SETTINGS
 
 
 def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1024) -> CholeskySetting:
@@ -140,10 +170,12 @@ def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1
     Up to 8 the thread design where it is compiled (one thread per matrix, the
     smallest nb that covers n), then up to 32 the rows design where compiled (a lane
     per row, 16 or 32 lanes).  Otherwise up to 32: the smallest power-of-two lane
-    group that covers n (fused: one trsv_tile per solve, several matrices per block).  Up to 64: the fused
-    design with four warps while n^2 elements stay under the 48 KiB soft limit
-    (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256 on
-    (more trailing-update tiles per panel than four warps cover).
+    group that covers n (fused: one trsv_tile per solve, several matrices per block).
+    Up to 128 the warps design where compiled and fitting (_WARPS_CHOICE: the smallest
+    nb that covers n, the threads measured best for the element size).  Otherwise up
+    to 64: the fused design with four warps while n^2 elements stay under the 48 KiB
+    soft limit (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256
+    on (more trailing-update tiles per panel than four warps cover).
     """
     for s in THREAD_SETTINGS:
         if n <= s.nb and s.compiled_for(itemsize):
@@ -154,10 +186,28 @@ def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1
     for s in FUSED_SETTINGS[:4]:
         if n <= s.group_threads:
             return s
+    for nb in (64, 128):
+        s = CholeskySetting("warps", _WARPS_CHOICE.get((nb, itemsize), 0), nb=nb)
+        if n <= nb and s in WARPS_SETTINGS and s.compiled_for(itemsize) and s.warps_bytes(itemsize) <= smem_limit:
+            return s
     big = FUSED_SETTINGS[4]
     if n <= 64 and big.group_bytes(n, itemsize) <= min(SOFT_SMEM, smem_limit):
         return big
     return BLOCKED_SETTINGS[0] if n < 256 else BLOCKED_SETTINGS[1]
+
+
+# The warps design's threads by (nb, element size), measured on the H100 side by side
+# (scratch A/B of every setting, 256 MiB of matrices, one right-hand side): DPOSV 64 x 64
+# 1.11 ms with warps64x128 against 1.30 (64x256) and 1.23 (fused 32x4), DPOTRF 0.73 against
+# 1.02 and 1.03; DPOSV 128 x 128 1.50 ms with warps128x512 against 1.99 for blocked 32x8;
+# SPOTRF 128 x 128 1.34 ms with warps128x256 against 1.91 (128x512), SPOSV 1.61 and 1.59;
+# at 40 x 40 (double, factor only) warps64x128 and fused 32x4 within 3 %.  complex64 at
+# 128 has only 512 threads compiled, complex128 only warps64x256 (not timed).
+_WARPS_CHOICE = {(64, 4): 128, (64, 8): 128, (64, 16): 256, (128, 4): 256, (128, 8): 512}
+
+
+def _align16(v: int) -> int:
+    return -(-v // 16) * 16
 
 
 @dataclass(frozen=True)
@@ -181,8 +231,13 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
     memory would pass 48 KiB.  A fused setting whose one group exceeds the
     device's limit, or a solve the fused kernel cannot do, is a ValueError.
     """
-    if setting.thread or setting.rows:
+    if setting.register:
         _check_register_setting(setting, n_max, itemsize)
+    if setting.warps:
+        smem = setting.warps_bytes(itemsize)
+        if smem > smem_limit:
+            raise ValueError(f"setting {setting} needs {smem} bytes of shared memory (the device allows {smem_limit})")
+        return CholeskyPlan(grid_for(count, 1), setting.dim_x, smem, 1)
     if setting.rows:
         groups = ROWS_BLOCK // setting.dim_x
         return CholeskyPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups)
@@ -201,13 +256,17 @@ def plan_cholesky(setting: CholeskySetting, n_max: int, itemsize: int, count: in
 
 
 def _check_register_setting(setting: CholeskySetting, n_max: int, itemsize: int) -> None:
-    """A thread or rows setting takes matrices up to nb and runs where it is compiled."""
+    """A thread, rows or warps setting takes matrices up to nb and runs where it is compiled."""
     nb = setting.nb
     if n_max > nb:
         raise ValueError(f"setting {setting} takes matrices up to {nb} x {nb}, got n = {n_max}")
     if not setting.compiled_for(itemsize):
         if setting.rows:
             held, budget, instead = f"a row of {nb} of them", ROWS_REG_BYTES, "a fused setting"
+        elif setting.warps:
+            r, c = setting.warps_piece
+            held, budget = f"a thread's {r} x {c} of them", WARPS_REG_BYTES
+            instead = "a setting with more threads or a blocked one"
         else:
             held, budget = f"the triangle of an {nb} x {nb} matrix", THREAD_REG_BYTES
             instead = "a smaller thread setting or a fused one"

@@ -98,8 +98,17 @@ __device__ void lu_tile_outputs(bdf::ThreadGroup<G> g, long long b, int m, int n
 // Item = one matrix.  LU may alias A (overwrite_a: each group reads its whole matrix
 // into shared memory before writing any of it); X may alias B (overwrite_b: each column
 // is read completely before it is written).
+// Blocks that must fit an SM's registers (ptxas's budget, __launch_bounds__): for one group
+// (G > 32) as many as its shared memory admits, at most 10; two blocks of sub-warp groups.
+// Without it ptxas took 128 registers for NB = G = 64 in float (10 blocks ran with 96) and
+// 127-159 for the sub-warp groups once getrs_tile's solve became trsv_window.
+template <typename T, int NB, int G> __host__ __device__ constexpr int lu_fused_min_blocks() {
+  constexpr int by_smem = 227 * 1024 / lu_fused_group_bytes<T, NB, G>();
+  return G <= 32 ? 2 : by_smem < 1 ? 1 : by_smem > 10 ? 10 : by_smem;
+}
+
 template <class MatA, class Vec, class IVec, int NB, int G>
-__global__ void __launch_bounds__(lu_fused_block_threads(G))
+__global__ void __launch_bounds__(lu_fused_block_threads(G), (lu_fused_min_blocks<typename MatA::value_type, NB, G>()))
 getrf_fused_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                    int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;

@@ -39,31 +39,16 @@ __host__ __device__ constexpr long long qr_align16(long long bytes) { return (by
 
 // Solve R X = X for the n x n upper triangle R (ldr) and nrhs columns of X (ldx),
 // unless R has an exactly zero diagonal entry: then X is left as it is and the
-// 1-based column is returned (LAPACK's xTRTRS, which xGELS calls).  The TRSV
-// design: tiles of W = min(G, 32) unknowns, last tile first; each tile first
-// receives the GEMV update from the unknowns solved after it (bdf::gemv_n with the
-// epilogue x_i -= r), then bdf::trsv_tile solves it (first W ranks).
+// 1-based column is returned (LAPACK's xTRTRS, which xGELS calls).  Each column is
+// one bdf::trsv_window (tiles of min(G, 32) unknowns, last tile first).
 // Sync: R and X visible on entry; ends after a barrier.  flag: one int (G > 32).
 template <typename T, int DIM_X, int DIM_Y>
 __device__ int qr_solve(bdf::ThreadGroup<DIM_X * DIM_Y> g, int n, const T* R, long long ldr, T* X,
                         long long ldx, int nrhs, T* gemv_work, int* flag) {
-  constexpr int G = DIM_X * DIM_Y, W = G < 32 ? G : 32;
   const int zero = bdf::first_zero_diagonal(g, n, R, ldr, flag);
   if (zero) return zero;  // uniform over the group
-  for (int c = 0; c < nrhs; ++c) {
-    T* x = X + (long long)c * ldx;
-    for (int done = 0; done < n; done += W) {
-      const int nb = min(W, n - done), r0 = n - done - nb;  // tile rows [r0, r0 + nb)
-      if (done) {
-        bdf::gemv_n<T, DIM_X, DIM_Y>(g, nb, done, R + r0 + (long long)(r0 + nb) * ldr, ldr, x + r0 + nb, 1,
-                                     false, gemv_work, [=](int i, T r) { x[r0 + i] -= r; });
-        g.sync();  // tile rows updated
-      }
-      if (g.rank < W)
-        bdf::trsv_tile<T, W>(g.rank, nb, R + r0 + (long long)r0 * ldr, ldr, bdf::OP_N, false, false, x + r0);
-      g.sync();  // tile solved, visible to every warp
-    }
-  }
+  for (int c = 0; c < nrhs; ++c)
+    bdf::trsv_window<T, DIM_X, DIM_Y>(g, R, ldr, bdf::OP_N, false, false, 0, n, X + (long long)c * ldx, gemv_work);
   return 0;
 }
 

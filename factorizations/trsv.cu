@@ -28,44 +28,6 @@
 // than this many threads when the groups' shared memory would not fit).
 __host__ __device__ constexpr int trsv_block_threads(int group) { return group > 32 ? group : 256; }
 
-// x[R0:R0+rlen] -= op(A)[R0:R0+rlen, C0:C0+clen] xc, with xc read from shared memory
-// (never through the read-only path from the vector being written) and x at xr, incr.
-// trsv_update and trsv_window are not inlined: they depend on the type and the
-// setting but not on the layout, so the three layouts' kernels share one compiled
-// copy (CI compiles every instantiation), and a call per tile costs nothing next to
-// the loads it waits for.
-template <typename T, int DIM_X, int DIM_Y>
-__device__ __noinline__ void trsv_update(bdf::ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op, int R0,
-                            int rlen, int C0, int clen, const T* xc, T* xr, long long incr, T* work) {
-  auto store = [=](int i, T r) { xr[i * incr] -= r; };
-  if (bdf::op_transposes(op))
-    bdf::gemv_t<T, DIM_X, DIM_Y>(g, clen, rlen, a + C0 + (long long)R0 * lda, lda, xc, 1,
-                                 bdf::op_conjugates(op), work, store);
-  else
-    bdf::gemv_n<T, DIM_X, DIM_Y>(g, rlen, clen, a + R0 + (long long)C0 * lda, lda, xc, 1,
-                                 bdf::op_conjugates(op), work, store);
-  g.sync();
-}
-
-// Solve the unknowns [lo, lo + len) (rows of op(A)) held in sx[0, len), all updates from
-// outside the window already applied: tiles of W in solve order, each updated by the
-// window's solved unknowns and then solved by the first W threads.
-template <typename T, int DIM_X, int DIM_Y>
-__device__ __noinline__ void trsv_window(bdf::ThreadGroup<DIM_X * DIM_Y> g, const T* a, long long lda, int op,
-                            bool forward, bool unit, int lo, int len, T* sx, T* work) {
-  constexpr int G = DIM_X * DIM_Y, W = G < 32 ? G : 32;
-  for (int done = 0; done < len; done += W) {
-    const int nb = min(W, len - done);
-    const int r0 = forward ? lo + done : lo + len - done - nb;  // first row of the tile
-    const int s0 = forward ? lo : r0 + nb;                        // solved unknowns [s0, s0 + done)
-    if (done) trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r0, nb, s0, done, sx + (s0 - lo), sx + (r0 - lo), 1,
-                                           work);
-    if (g.rank < W)
-      bdf::trsv_tile<T, W>(g.rank, nb, a + r0 + (long long)r0 * lda, lda, op, forward, unit, sx + (r0 - lo));
-    g.sync();
-  }
-}
-
 // Rows [lo, lo + len) of the unknowns at solve positions [p0, p1).
 __device__ __forceinline__ void trsv_rows(bool forward, int n, int p0, int p1, int& lo, int& len) {
   lo = forward ? p0 : n - p1;
@@ -128,7 +90,7 @@ trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, i
     if (WINDOW == 0) {
       for (int i = g.rank; i < n; i += G) sx[i] = bv[i * B.inc];
       g.sync();
-      trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, 0, n, sx, work);
+      bdf::trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, 0, n, sx, work);
       for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
       g.sync();  // sx is refilled by the next item
       continue;
@@ -141,7 +103,7 @@ trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, i
       trsv_rows(forward, n, w * WINDOW, min(n, (w + 1) * WINDOW), lo, len);
       for (int i = g.rank; i < len; i += G) sx[i] = xv[(lo + i) * X.inc];
       g.sync();
-      trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, lo, len, sx, work);
+      bdf::trsv_window<T, DIM_X, DIM_Y>(g, a, lda, op, forward, unit, lo, len, sx, work);
       for (int i = g.rank; i < len; i += G) xv[(lo + i) * X.inc] = sx[i];
       g.sync();
       // The recursion's update after window w: windows [w + 1 - 2^t, w + 1) -> [w + 1, w + 1 + 2^t).
@@ -156,7 +118,7 @@ trsv_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, i
         const int kl = min(WINDOW, c_len - k0);
         for (int i = g.rank; i < kl; i += G) sx[i] = xv[(c_lo + k0 + i) * X.inc];
         g.sync();
-        trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r_lo, r_len, c_lo + k0, kl, sx, xv + r_lo * X.inc, X.inc,
+        bdf::trsv_update<T, DIM_X, DIM_Y>(g, a, lda, op, r_lo, r_len, c_lo + k0, kl, sx, xv + r_lo * X.inc, X.inc,
                                      work);
       }
     }

@@ -30,7 +30,8 @@ from batched._batch import PointerBatch, VariableBatch
 from batched.factorizations import cholesky as chol
 from batched.factorizations.cholesky import cho_factor, cho_solve, cholesky, posv, potrf, potrs
 from batched.factorizations.cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTINGS,
-                                                      PANEL, ROWS_SETTINGS, THREAD_SETTINGS, CholeskySetting,
+                                                      PANEL, ROWS_SETTINGS, THREAD_SETTINGS, WARPS_SETTINGS,
+                                                      CholeskySetting,
                                                       choose_cholesky_setting, plan_cholesky)
 from conftest import HAVE_GPU, assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
@@ -406,12 +407,14 @@ def test_many_small_matrices(xp, setting, dtype):
     assert solve_ratio(to_np(X)[..., None], H, B[..., None]) <= THRESHOLD
 
 
-# --- the register designs: thread (a matrix per thread, n <= 8), rows (a row per lane) ------
-REGISTER_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS
+# --- the register designs: thread (a matrix per thread, n <= 8), rows (a row per lane),
+# warps (a block per matrix, n <= 128) ---------------------------------------------------------
+REGISTER_SETTINGS = THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS
 
 
 def thread_peer(setting):
-    """The fused sub-warp setting a register design is compared with."""
+    """The fused setting a register design is compared with (the warps design: four warps,
+    the matrix in shared memory, left-looking)."""
     return next(s for s in FUSED_SETTINGS if s.group_threads >= setting.nb)
 
 
@@ -433,21 +436,23 @@ def close_factors(got, ref, dtype):
 @pytest.mark.parametrize("setting", REGISTER_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_thread_design_matches_fused(xp, setting, dtype):
-    """Every n <= nb (rows: a spread), both triangles, every matrix layout (thread: packed C
-    and F batches take the staged path, the others direct accesses), 300 matrices (a
-    partial last chunk or warp): the
-    same info as the fused design, factors equal up to rounding, the other triangle
-    returned as it was (NaN) or zero (cholesky), POSV with one staged, one strided and
-    three right-hand sides, X = B where the factorization failed; overwrite_a in place."""
+    """Every n <= nb (rows, warps: a spread across the lanes' rows), both triangles, every
+    matrix layout (thread: packed C and F batches take the staged path, the others direct
+    accesses), 300 matrices (a partial last chunk or warp): the same info as the fused
+    design (failures at the first, a middle and the last column), factors equal up to
+    rounding (and the leading block of a failed matrix), the other triangle returned as
+    it was (NaN) or zero (cholesky), POSV with one staged, one strided and three
+    right-hand sides, X = B where the factorization failed; overwrite_a in place."""
     thread_skip(xp, setting, dtype)
     fused = thread_peer(setting)
     rng = rng_for("chol-thread", str(np.dtype(dtype)), str(setting))
     count = 300
-    sizes = range(1, setting.nb + 1) if setting.thread else sorted({1, 2, 7, setting.nb // 2 + 1, setting.nb - 1,
-                                                                     setting.nb})
+    nb = setting.nb
+    sizes = range(1, nb + 1) if setting.thread else sorted({1, 2, 7, nb // 2 + 1, nb - 1, nb}
+                                                           | ({31, 32, 33} if setting.warps else set()))
     for n in sizes:
         H, A = hermitian_pd(rng, (count,), n, dtype, "spd_rand")
-        fails = {7: n, count - 1: 1}   # the last one in the partial last chunk
+        fails = {7: n, count - 1: 1, 11: (n + 1) // 2}   # the last one in the partial last chunk
         for b, k in fails.items():
             make_indefinite_at(H, A, b, k)
         expected = np.zeros(count, np.int32)
@@ -465,6 +470,9 @@ def test_thread_design_matches_fused(xp, setting, dtype):
                 np.testing.assert_array_equal(to_np(info_f), expected)
                 c_t, c_f = to_np(c_t), to_np(c_f)
                 close_factors(factor_of(c_t, lower)[ok], factor_of(c_f, lower)[ok], dtype)
+                for b, k in fails.items():   # the factor of the leading minor of order k - 1
+                    close_factors(factor_of(c_t[b, :k - 1, :k - 1], lower), factor_of(c_f[b, :k - 1, :k - 1], lower),
+                                  dtype)
                 assert potrf_ratio(c_t[ok], Hin[ok], lower) <= THRESHOLD
                 other = np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)
                 assert np.isnan(c_t[..., other[0], other[1]]).all(), (n, layout)
@@ -711,9 +719,10 @@ def test_chooser_picks_registered_settings():
             fits = FUSED_SETTINGS[4].group_bytes(n, itemsize) <= 48 * 1024
             thread = n <= 4 or (n <= 8 and itemsize <= 8)
             rows = not thread and (n <= 16 or (n <= 32 and itemsize <= 8))
-            assert s.thread == thread and s.rows == rows, (n, itemsize, s)
-            assert s.fused == (not (thread or rows) and (n <= 32 or (n <= 64 and fits))), (n, itemsize, s)
-            if thread or rows:
+            warps = 32 < n <= 128 and (n <= 64 or itemsize <= 8)
+            assert s.thread == thread and s.rows == rows and s.warps == warps, (n, itemsize, s)
+            assert s.fused == (not (thread or rows or warps) and (n <= 32 or (n <= 64 and fits))), (n, itemsize, s)
+            if thread or rows or warps:
                 assert n <= s.nb <= max(2 if thread else 16, 2 * n) and s.can_solve(n)
             elif n <= 32:
                 assert n <= s.group_threads <= max(4, 2 * n) and s.can_solve(n)
@@ -734,6 +743,36 @@ def test_chooser_picks_registered_settings():
     assert len(names) == 3 * sum(per_dtype.values())
     assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, True, False]   # no 8 x 8 complex128
     assert [s.compiled_for(16) for s in ROWS_SETTINGS] == [True, False]          # no row of 32 complex128
+    assert [s.compiled_for(16) for s in WARPS_SETTINGS] == [False, True, False, False]   # 64 x 256 only
+
+
+def test_warps_plan():
+    """The warps design: a block of DIM_X threads per matrix, the grid a block per matrix
+    (capped), the shared memory of PotrfWarpsSmem (the matrix with ld nb + 1, the three
+    multiplier slots, the right-hand side, trsv_window's GEMV work, three flags), the same
+    with or without a solve; too large or not compiled: ValueError."""
+    limit = 227 * 1024
+    w64, w64b, w128, w128b = WARPS_SETTINGS
+    assert str(w128b) == "potrf_warps128x512" and w128b.template_args() == "128, 512" and w128b.warps
+    assert w128b.warps_piece == (4, 8) and w64.warps_piece == (2, 16) and w128.can_solve(128)
+    assert not w128.can_solve(129) and not (w128.fused or w128.thread or w128.rows)
+    for s in WARPS_SETTINGS:
+        for itemsize in (4, 8, 16):
+            if not s.compiled_for(itemsize):
+                with pytest.raises(ValueError, match=f"not compiled for {itemsize}-byte elements"):
+                    plan_cholesky(s, s.nb, itemsize, 10, limit)
+                continue
+            nb = s.nb
+            smem = -(-(nb * (nb + 1) * itemsize) // 16) * 16 + (4 * nb + 4 * s.dim_x) * itemsize
+            smem = -(-(-(-smem // 16) * 16 + 12) // 16) * 16
+            for nrhs in (0, 1, 3):
+                plan = plan_cholesky(s, nb, itemsize, 70_000, limit, nrhs=nrhs)
+                assert (plan.grid, plan.block, plan.smem, plan.groups) == (70_000, s.dim_x, smem, 1)
+            assert plan_cholesky(s, 1, itemsize, 2**40, limit).grid == 2**31 - 1
+            with pytest.raises(ValueError, match=f"takes matrices up to {nb} x {nb}"):
+                plan_cholesky(s, nb + 1, itemsize, 10, limit)
+            with pytest.raises(ValueError, match="shared memory"):
+                plan_cholesky(s, nb, itemsize, 10, smem - 16)
 
 
 def test_thread_plan():

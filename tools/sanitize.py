@@ -186,7 +186,7 @@ def section_cholesky():
         A = spd((3,), 70, dtype)
         A[1, 40, 40] = -1
         for s in bt.CHOLESKY_SETTINGS:
-            if s.thread or s.rows:
+            if s.register:
                 continue
             for lower in (True, False):
                 bt.potrf(A if s.design == "blocked" or s.group_threads > 32 else A[:, :20, :20], lower=lower,
@@ -200,11 +200,14 @@ def section_cholesky():
         # the factor and the one right-hand side through the pipeline), sliced rows and two
         # right-hand sides (direct), a failing matrix, a partial last chunk or warp,
         # cholesky's zeroed triangle, lists
+        # the warps design (a block per matrix in registers): also sizes across the lanes' rows
+        # (31 .. 33), batch 65,537 only for nb = 64 at n <= 33
         for s in bt.CHOLESKY_SETTINGS:
-            if not (s.thread or s.rows) or not s.compiled_for(np.dtype(dtype).itemsize):
+            if not s.register or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
-            for n in (1, s.nb - 1, s.nb):
-                for batch in (1, 3) if race else (1, 130, 65537):
+            for n in (1, 31, 32, 33, s.nb - 1, s.nb) if s.warps else (1, s.nb - 1, s.nb):
+                big = s.warps and (s.nb > 64 or n > 33)
+                for batch in (1, 3) if race or big else (1, 130, 65537):
                     T = spd((batch,), n, dtype)
                     T[0, n - 1, n - 1] = -1                 # info = n (or 1), X = B
                     for lower in (True, False):
