@@ -23,6 +23,19 @@ template <typename R> __device__ __forceinline__ complex<R> select(bool c, compl
   return complex<R>(c ? a.real() : b.real(), c ? a.imag() : b.imag());
 }
 
+// The warps designs' register layout (LU's getf2_warps, Cholesky's potrf_warps): a block of
+// W warps holds a matrix of NB = 32 R rows, a[c][r] = element (i + 32 r, w + W c) for lane
+// i of warp w, loaded here from its column-major copy S (leading dimension lds) in shared
+// memory, which the caller has made visible (a barrier).
+template <int W, typename T, int C, int R>
+__device__ __forceinline__ void warps_load(T (&a)[C][R], const T* S, int lds) {
+  const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int r = 0; r < R; ++r) a[c][r] = S[lane + 32 * r + (w + W * c) * lds];
+}
+
 // x / z; for complex z by Smith's algorithm: no |z|^2 (which overflows) and no
 // 1 / z (subnormal, so short of digits, for |z| > 2^126 in single precision).
 template <typename T> __device__ __forceinline__ T safe_divide(T x, T z) { return x / z; }

@@ -272,7 +272,7 @@ potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
   T* work = reinterpret_cast<T*>(smem + SM::work);
   int* sstep = reinterpret_cast<int*>(smem + SM::sstep);
   const bdf::ThreadGroup<THREADS> g(threadIdx.x);
-  const int tid = int(threadIdx.x), lane = tid % 32, w = tid / 32;
+  const int tid = int(threadIdx.x);
   const bool lower = flags & POTRF_LOWER, conj_l = flags & POTRF_CONJ_SOLVE;
 
   for (long long b = blockIdx.x; b < count; b += gridDim.x) {
@@ -293,10 +293,7 @@ potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
       for (int i = tid; i < n; i += THREADS) sx[i] = B.vector(b)[i * B.inc];
     g.sync();
     T a[CL][R];
-#pragma unroll
-    for (int cl = 0; cl < CL; ++cl)
-#pragma unroll
-      for (int r = 0; r < R; ++r) a[cl][r] = S[lane + 32 * r + (w + W * cl) * LD];
+    bdf::warps_load<W>(a, S, LD);
     // 2. L L^H (potrf_warps' first barrier comes before anything is written to S)
     const int fail = bdf::potrf_warps<NB, W>(n, a, S, LD, sl, sstep);  // ends after a barrier
     if (tid == 0) info[b] = fail;

@@ -460,7 +460,7 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
   int* spiv = reinterpret_cast<int*>(smem + SM::spiv);
   int* sorig = reinterpret_cast<int*>(smem + SM::sorig);
   const bdf::ThreadGroup<THREADS> g(threadIdx.x);
-  const int tid = int(threadIdx.x), lane = tid % 32, w = tid / 32;
+  const int tid = int(threadIdx.x);
   const bool a_trans = flags & LU_A_TRANS;
 
   for (long long b = blockIdx.x; b < count; b += gridDim.x) {
@@ -481,10 +481,7 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
       for (int i = tid; i < n; i += THREADS) sb[i] = B.vector(b)[i * B.inc];
     g.sync();
     T a[C][R];
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-#pragma unroll
-      for (int r = 0; r < R; ++r) a[c][r] = S[lane + 32 * r + (w + W * c) * LD];
+    bdf::warps_load<W>(a, S, LD);
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
     const int fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
     // 3. info, pivots, factors and GESV (the launcher guarantees m == n): b_i at row sorig[i]
