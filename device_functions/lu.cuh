@@ -13,6 +13,7 @@
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
+#include "stage.cuh"
 #include "trsv.cuh"
 #include "vector.cuh"
 
@@ -269,6 +270,8 @@ template <typename T> __device__ __forceinline__ Pack16<T> get_piece(const T* sr
 
 // Leading dimension of the rows design's U (NB rows): a whole number of 16-byte pieces,
 // one piece more than the row so that lanes reading different rows spread over the banks.
+// The elements past the row hold the step's pivot reciprocal and, where there are two
+// (every type but complex128), the pivot row's element of b (getf2_rows' with_b).
 template <typename T> __host__ __device__ constexpr int rows_ldu(int nb) {
   return (nb + Pack16<T>::W - 1) / Pack16<T>::W * Pack16<T>::W + Pack16<T>::W;
 }
@@ -323,11 +326,68 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned 
   return int(group_reduce<L, false>(on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu));
 }
 
+// The lane's rows i < m (lane + r L) from U (rows of rows_ldu<T>(NB)) into its registers.
+template <int NB, int L, typename T, int R = NB / L>
+__device__ __forceinline__ void rows_from_u(int lane, int m, const T* U, T (&a)[R][NB]) {
+  using P = Pack16<T>;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + r * L;
+    if (row < m) {
+#pragma unroll
+      for (int c0 = 0; c0 < NB; c0 += P::W) {
+        const P u = get_piece(U + row * rows_ldu<T>(NB) + c0);
+#pragma unroll
+        for (int e = 0; e < P::W; ++e) a[r][c0 + e] = u.v[e];
+      }
+    }
+  }
+}
+
+// bdf::load_rows_staged: the m x n matrix (m, n <= NB; n a multiple of Pack16<T>::W) whose
+// row i is the n elements at src + i ld (src and ld's bytes multiples of 16) into the
+// lanes' rows as getf2_rows takes them: the group's lanes copy consecutive 16-byte pieces
+// into their place in U (rows of rows_ldu<T>(NB)) by cp.async (coalesced, and no
+// registers held: staged through registers, the pieces spilled beside the rows) and read
+// their R rows back.  (A lane reading its own row from global memory touched a sector
+// per lane and load: ncu, DGESV 32 x 32, L1 63 % busy and an eighth of the stall samples
+// waiting for the matrix.)
+// Threads:  the whole warp (groups of L lanes; m = 0 for a group without a matrix).
+// Shared:   U, the group's NB rows.
+// Sync:     __syncwarp before the copies (the previous matrix's reads of U) and after.
+// Memory:   rows past m keep their registers; columns past n take what U held (never
+//           used: no pivot, solve or store reads them).
+template <int NB, int L, typename T, int R = NB / L>
+__device__ __forceinline__ void load_rows_staged(int lane, int m, int n, const T* src, long long ld, T* U,
+                                                 T (&a)[R][NB]) {
+  using P = Pack16<T>;
+  constexpr int W = P::W, PPR = NB / W, LDU = rows_ldu<T>(NB), STEP = L / PPR, PER_LANE = NB / STEP;
+  static_assert(NB % W == 0 && L % PPR == 0, "whole pieces a row, whole rows a copy of the group");
+  const int row0 = lane / PPR, c0 = lane % PPR * W;  // a lane's pieces: rows row0 + i STEP, column c0
+  const bool mine = c0 < n;
+  __syncwarp();  // the previous matrix's U has been read
+  const T* p = src + row0 * ld + c0;
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) {
+    if (mine && row0 + i * STEP < m) copy_async_zfill<16>(U + (row0 + i * STEP) * LDU + c0, p, 16);
+    p += STEP * ld;
+  }
+  stage_commit();
+  stage_wait<0>();
+  __syncwarp();
+  rows_from_u<NB, L>(lane, m, U, a);
+}
+
 // bdf::getf2_rows: P A = L U of the m x n matrix (m <= NB, n <= NB) in the lanes' a, in
 // place.  On exit row i of P A's factors (L to the left of the diagonal, U from it on)
 // is where row i of A was (lane i % L, a[i / L]), and orig[r] is the row of A it came
 // from; my_piv[r]: row i < min(m, n) gets the 0-based row swapped with i at step i
 // (LAPACK's ipiv - 1).  Returns LAPACK's info to every lane of the group.
+// With `with_b` (GESV: m == n; uniform over the warp; not for complex128) bv holds b's elements at the lane's
+// rows on entry and (L^{-1} P b)_i at row i on exit: b rides along as one more column, its
+// pivot element stored with the pivot row (U's element NB + 1), so the forward solve
+// costs one multiply-add a step instead of a chain of shuffles after the factorization
+// (getrs's column order: the same operations as getrs_rows_lower).
 // Threads:  the whole warp (see above); `lane` the rank in the group (0..L-1).
 // Shared:   U, the group's NB rows of rows_ldu<T>(NB) elements, 16-byte aligned: row j
 //           of U from step j on with the pivot's reciprocal past its NB elements (0 if
@@ -342,11 +402,12 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned 
 // Failure:  a zero pivot's column is neither scaled nor used, as getf2_tile.
 template <int NB, int L, typename T, int R = NB / L>
 __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (&a)[R][NB], int (&orig)[R],
-                                          int (&my_piv)[R], T* U) {
+                                          int (&my_piv)[R], T* U, bool with_b, T (&bv)[R]) {
   using P = Pack16<T>;
   using Real = typename real_of<T>::type;
   constexpr int W = P::W, LDU = rows_ldu<T>(NB);
   static_assert(NB % W == 0 && R * L == NB, "rows of whole 16-byte pieces, R rows per lane");
+  with_b = with_b && LDU >= NB + 2;  // room for b's element past the reciprocal
   const int kmin = m < n ? m : n;
   int info = 0, pos[R];  // pos: the position of each row in P A
 #pragma unroll
@@ -382,6 +443,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
 #pragma unroll
         for (int c0 = j / W * W; c0 < NB; c0 += W) put_piece(U + j * LDU + c0, a[r], c0);
         U[j * LDU + NB] = own.r;  // 0 where the rule divides
+        if (with_b) U[j * LDU + NB + 1] = bv[r];
       }
     }
     if (live) {  // the interchange of positions j and at
@@ -405,6 +467,11 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
         if (rcp == T(0)) v = safe_divide(a[r][j], piv);
         l[r] = upd ? v : T(0);
         a[r][j] = upd ? v : a[r][j];
+      }
+      if (with_b) {  // rows that must not change may take 0 * Inf: their b comes back from U
+        const T bj = U[j * LDU + NB + 1];
+#pragma unroll
+        for (int r = 0; r < R; ++r) bv[r] -= l[r] * bj;
       }
 #pragma unroll
       for (int c0 = (j + 1) / W * W; c0 < NB; c0 += W) {
@@ -434,38 +501,62 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
           a[r][c0 + e] = select(c0 + e >= pos[r] && pos[r] < kmin, u.v[e], a[r][c0 + e]);
         put_piece(U + pos[r] * LDU + c0, a[r], c0);
       }
-      *reinterpret_cast<int*>(U + pos[r] * LDU + NB) = row;
+      *reinterpret_cast<int*>(U + pos[r] * LDU + NB) = row;  // (b's element NB + 1 stays)
     }
   }
   __syncwarp();
+  rows_from_u<NB, L>(lane, m, U, a);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = lane + r * L;
     if (row < m) {
-#pragma unroll
-      for (int c0 = 0; c0 < NB; c0 += W) {
-        const P u = get_piece(U + row * LDU + c0);
-#pragma unroll
-        for (int e = 0; e < W; ++e) a[r][c0 + e] = u.v[e];
-      }
       orig[r] = *reinterpret_cast<const int*>(U + row * LDU + NB);
+      if (with_b) bv[r] = U[row * LDU + NB + 1];
     }
   }
   return info;
 }
 
-// bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, row i
-// of them and (P b)_i in lane i % L's a[i / L] and x[i / L], ending with x_i.  The
-// column order of getrs_tile; x_k is multiplied by the pivot rule's reciprocal of U's
-// diagonal at its turn (PivotScale: a reciprocal unless the diagonal is outside [sfmin,
-// 1 / sfmin], then a division).
-// Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n; U as getf2_rows
-//           left it, read at the rows' diagonals); a group with n = 0 takes part in the
-//           shuffles and leaves x as it is.
+// bdf::rows_scale_u: each of the lane's rows i < n of U (the factors of getf2_rows)
+// divided by its diagonal entry past the diagonal (L, left of it, untouched), and that
+// entry's PivotScale in s[r] (a reciprocal unless |U_ii| is outside [sfmin, 1 / sfmin],
+// then a division), so that a step of getrs_rows_upper's chain is one shuffle and one
+// multiply-add: with the division on the chain (the owner scaling x_k at its turn, a
+// branch on the rule) a step took about 20 instructions, and the solve a fifth of DGESV
+// 16 x 16 and 32 x 32 (ncu).  Once per matrix, before the solves.
+// Threads, Shared: as getrs_rows_upper (U as getf2_rows left it, read at the rows' diagonals).
+template <int NB, int L, typename T, int R = NB / L>
+__device__ __forceinline__ void rows_scale_u(int lane, int n, T (&a)[R][NB], const T* U,
+                                             PivotScale<T> (&s)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = lane + r * L;
+    s[r] = PivotScale<T>(row < n ? U[row * rows_ldu<T>(NB) + row] : T(1));
+    if (row >= n) continue;
+    if (s[r].recip) {  // one branch around the row, not one per element
+#pragma unroll
+      for (int k = 0; k < NB; ++k)
+        if (k > row) a[r][k] *= s[r].r;
+    } else {
+#pragma unroll
+      for (int k = 0; k < NB; ++k)
+        if (k > row) a[r][k] = safe_divide(a[r][k], s[r].piv);
+    }
+  }
+}
+
+// bdf::getrs_rows: x = U^{-1} L^{-1} (P b) for the n x n factors of getf2_rows, row i of
+// them and (P b)_i in lane i % L's a[i / L] and x[i / L], ending with x_i: the forward
+// chain (getrs_rows_lower; not where getf2_rows' with_b left L^{-1} P b in x), then the
+// backward one (getrs_rows_upper), in the column order of getrs_tile.  getrs_rows_upper,
+// SCALED: U as rows_scale_u left it, s its diagonal's scales, x divided by U_ii before the
+// chain (as trsv_tile_regs); else x_k divided at its turn by the pivot rule (PivotScale of
+// U's diagonal, read from U; s unused).
+// Threads, Shared, Sync: as getf2_rows (`cols` the warp's largest n; U as getf2_rows left
+//           it); a group with n = 0 takes part in the shuffles and leaves x as it is.
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
 template <int NB, int L, typename T, int R = NB / L>
-__device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&a)[R][NB], const T* U,
-                                           T (&x)[R]) {
+__device__ __forceinline__ void getrs_rows_lower(int lane, int n, int cols, const T (&a)[R][NB], T (&x)[R]) {
   constexpr unsigned ALL = 0xffffffffu;
 #pragma unroll
   for (int k = 0; k < NB; ++k) {  // unit lower, forward
@@ -477,17 +568,29 @@ __device__ __forceinline__ void getrs_rows(int lane, int n, int cols, const T (&
       if (row < n && k < n && row > k) x[r] -= a[r][k] * xk;
     }
   }
-  T diag[R], rcp[R];  // U's diagonal at the lane's rows (1 past n) and its PivotScale reciprocal
+}
+
+template <int NB, int L, bool SCALED, typename T, int R = NB / L>
+__device__ __forceinline__ void getrs_rows_upper(int lane, int n, int cols, const T (&a)[R][NB], const T* U,
+                                                 const PivotScale<T> (&s)[R], T (&x)[R]) {
+  constexpr unsigned ALL = 0xffffffffu;
+  T diag[R], rcp[R];  // !SCALED: U's diagonal at the lane's rows (1 past n) and its reciprocal
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = lane + r * L;
-    diag[r] = row < n ? U[row * rows_ldu<T>(NB) + row] : T(1);
-    rcp[r] = PivotScale<T>(diag[r]).r;
+    if constexpr (SCALED) {
+      if (row < n) x[r] = s[r](x[r]);
+    } else {
+      diag[r] = row < n ? U[row * rows_ldu<T>(NB) + row] : T(1);
+      rcp[r] = PivotScale<T>(diag[r]).r;
+    }
   }
 #pragma unroll
   for (int k = NB - 1; k >= 0; --k) {  // upper, backward
     if (k >= cols) continue;  // warp-uniform
-    if (lane == k % L && k < n) x[k / L] = PivotScale<T>(diag[k / L], rcp[k / L])(x[k / L]);
+    if constexpr (!SCALED) {
+      if (lane == k % L && k < n) x[k / L] = PivotScale<T>(diag[k / L], rcp[k / L])(x[k / L]);
+    }
     const T xk = shfl_from(x[k / L], k % L, ALL, L);
 #pragma unroll
     for (int r = 0; r < R; ++r) {

@@ -40,6 +40,7 @@ template <typename T> __device__ __forceinline__ typename real_of<T>::type modul
 template <typename T> struct PivotScale {
   T piv, r;
   bool recip;
+  PivotScale() = default;
   __device__ __forceinline__ explicit PivotScale(T p) : piv(p) {
     using R = typename real_of<T>::type;
     const R a = modulus(p);

@@ -321,6 +321,7 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
   constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32, GROUPS = LU_ROWS_BLOCK / L;
   constexpr int U_ELEMS = NB * bdf::rows_ldu<T>(NB);
   constexpr unsigned ALL = 0xffffffffu;
+  using P16 = bdf::Pack16<T>;
   __shared__ __align__(16) unsigned char raw[GROUPS * U_ELEMS * sizeof(T)];
   T* U = reinterpret_cast<T*>(raw) + (threadIdx.x / L) * U_ELEMS;
   const int wl = int(threadIdx.x & 31u), lane = wl % L;
@@ -343,7 +344,23 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
 #pragma unroll
       for (int c = 0; c < NB; ++c) a[r][c] = T(0);
     }
-    if (active) {  // consecutive lanes read consecutive elements of a column-major matrix
+    // Real types (REAL): the user's rows contiguous (a C-ordered batch) in whole 16-byte
+    // pieces go through U (bdf::load_rows_staged: coalesced copies), b rides through the
+    // factorization (getf2_rows' with_b) and U's rows are divided by their diagonal before
+    // the solves (rows_scale_u).  For complex types ptxas spilled hundreds of bytes to
+    // kilobytes under the register cap with those, and CGESV 16 x 16 and 32 x 32 ran 12-14 %
+    // slower (H100): they load, solve and divide as before.
+    constexpr bool REAL = !bdf::is_complex_v<T>;
+    bool staged = false;
+    if constexpr (REAL) {
+      const T* src = active ? A.matrix(b) : nullptr;
+      const long long ld = active ? A.ldim(b) : 0;
+      staged = __all_sync(ALL, !active || (a_trans && n % P16::W == 0 &&
+                                           reinterpret_cast<unsigned long long>(src) % 16 == 0 &&
+                                           ld * (long long)sizeof(T) % 16 == 0));
+      if (staged) bdf::load_rows_staged<NB, L>(lane, active ? m : 0, n, src, ld, U, a);
+    }
+    if (!staged && active) {  // consecutive lanes read consecutive elements of a column-major matrix
       const T* src = A.matrix(b);
       const long long ld = A.ldim(b), rs = a_trans ? ld : 1, cs = a_trans ? 1 : ld;
 #pragma unroll
@@ -361,13 +378,19 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
             p += cs;
           }
         }
-        // b with the matrix, so that both latencies overlap (the solve needs (P b)_i, known
-        // only after the factorization: shuffled from the lane that read it)
-        if (nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];
+        if (nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];  // (placed as before: complex spilled more)
       }
     }
+    // b with the matrix, so that both latencies overlap (REAL: it rides through the
+    // factorization as one more column, L^{-1} P b at the end; else the solve needs (P b)_i,
+    // known only after the factorization: shuffled from the lane that read it)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + r * L;
+      if (staged && active && nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];
+    }
     int orig[R], my_piv[R];
-    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, a, orig, my_piv, U);
+    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, a, orig, my_piv, U, REAL && nrhs > 0, b0);
     if (active && lane == 0) info[b] = fail;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -375,36 +398,44 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
       if ((flags & LU_WRITE_PIV) && row < kmin) piv.vector(b)[row * piv.inc] = my_piv[r] + 1;
       if ((flags & LU_WRITE_LU) && row < m) {  // row `row` of the column-major factors
         T* dst = LU.matrix(b) + row;
-        const long long ld = LU.ldim(b);
+        const long long ldl = LU.ldim(b);
 #pragma unroll
         for (int c = 0; c < NB; ++c) {
           if (c >= n) break;
           *dst = a[r][c];
-          dst += ld;
+          dst += ldl;
         }
       }
     }
+    if (nrhs == 0) continue;
     // GESV (the launcher guarantees m == n): one right-hand side at a time, row i taking
-    // (P b)_i, the element of b at its row's origin, and ending with x_i.  Every lane takes
-    // part (the shuffles); a singular matrix solves nothing (n = 0 there): LAPACK's xGESV
-    // leaves X = B, so its rows take b_i itself.
+    // (P b)_i, the element of b at its row's origin, and ending with x_i (REAL: the first
+    // from the factorization's L^{-1} P b).  Every lane takes part (the shuffles); a
+    // singular matrix solves nothing (n = 0 there): LAPACK's xGESV leaves X = B, so its
+    // rows take b_i itself (REAL: read again; X, which may alias B, is written after every
+    // read of the lane's own rows).
+    bdf::PivotScale<T> scale[R];  // REAL: U's diagonal scales (complex: getrs_rows_upper reads them itself)
+    if constexpr (REAL) bdf::rows_scale_u<NB, L>(lane, fail ? 0 : n, a, U, scale);
     for (int c = 0; c < nrhs; ++c) {
       T x[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int row = lane + r * L, from = fail ? row : orig[r];  // orig = row past m
-        if (c == 0) {  // from b0: lane from % L holds it as b0[from / L]
+        if (c == 0 && !REAL) {  // from b0: lane from % L holds it as b0[from / L]
           x[r] = T(0);
 #pragma unroll
           for (int q = 0; q < R; ++q) {
             const T v = bdf::shfl_from(b0[q], from % L, ALL, L);
             if (from / L == q) x[r] = v;
           }
+        } else if (REAL && c == 0 && !fail) {
+          x[r] = b0[r];
         } else {
           x[r] = row < n ? B.vector(b)[c * b_col + from * B.inc] : T(0);
         }
       }
-      bdf::getrs_rows<NB, L>(lane, fail ? 0 : n, cols, a, U, x);
+      if (c > 0 || !REAL) bdf::getrs_rows_lower<NB, L>(lane, fail ? 0 : n, cols, a, x);
+      bdf::getrs_rows_upper<NB, L, REAL>(lane, fail ? 0 : n, cols, a, U, scale, x);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int row = lane + r * L;

@@ -184,7 +184,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers), then up to 32 the rows design for elements of at most 8 bytes (a
-    row per lane; two for float32: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
+    row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
     matrix), up to 128 the warps design for elements of at most 8 bytes (a block per
     matrix in registers: _WARPS_CHOICE); beyond, blocked with the widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
@@ -225,10 +225,12 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 
 # The rows setting (NB, L) by element size: the first entry (up to, NB, L) that covers the matrix
 # (measured on the H100, scratch A/B of every rows setting, GESV and GETRF): float32
-# gains from two rows per lane (16 x 8: SGESV 16 x 16 518 us against 555 for 16 x 16;
-# 32 x 16 up to 24: 922 against 1014), float64 and complex64 do not (16 x 8: DGESV
-# 16 x 16 within 2 % of 16 x 16 at 128 registers; complex64 760-960 us against 590-790).
-_ROWS_CHOICE = {4: ((16, 16, 8), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
+# gained from two rows per lane up to session 13 (16 x 8: SGESV 16 x 16 518 us against 555
+# for 16 x 16); since session 14's staged copy and fused forward solve a row per lane is
+# faster at 16 (SGESV 16 x 16 339 us against 359 for 16 x 8, one process) and 32 x 16
+# stays up to 24 (601 against 589 for 32 x 32: within the spread); float64 and complex64
+# do not gain (16 x 8: DGESV 16 x 16 290 us against 267; complex64 760-960 us against 590-790).
+_ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
 
 # The warps setting's threads (NB = 128) by element size, from 65 to 128 (measured on the
 # H100, scratch A/B of every setting side by side, GESV X only and GETRF, 256 MB of A):

@@ -172,7 +172,9 @@ def section_cholesky():
     # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
     # every setting forced where it fits; lists.
     global checks
-    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
+    # and b's element beside each pivot row)
+    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
@@ -261,7 +263,9 @@ def section_lu():
     # batches, one right-hand side) and direct (sliced rows, two right-hand sides)
     # accesses, a partial last block or warp, variable-size lists (mixed sizes in a warp).
     global checks
-    dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
+    # and b's element beside each pivot row)
+    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
@@ -296,6 +300,12 @@ def section_lu():
                     S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows: direct accesses
                     bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
                     checks += 5
+                    if s.rows:  # 16-byte aligned C order (rand's default is one element in): rows' staged copy
+                        T0 = rand((batch, n, n), dtype, offset=0)
+                        T0[0, :, n - 1] = 0
+                        bt.getrf(T0, setting=s)
+                        bt.gesv(T0, rand((batch, n), dtype, offset=0), setting=s)
+                        checks += 2
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 33)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
