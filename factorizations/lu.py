@@ -642,7 +642,7 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     count = int(np.prod(batch, dtype=np.int64))
     kmin = min(m, n)
     itemsize = np.dtype(dtype).itemsize
-    setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit())
+    setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit(), is_complex=np.dtype(dtype).kind == "c")
     keep_lu = want_lu or setting.blocked
     plan = plan_lu(setting, m, n, itemsize, count, _smem_limit(),  # a setting that cannot run raises here
                    nrhs=k if Bm is not None else 0, write_lu=keep_lu)
@@ -801,7 +801,8 @@ def _factor_list_cupy(batch, lus, pivs, info, setting, dtype, rhs=None):
     m_max = max((m for m, _ in batch.shapes), default=0)
     n_max = max((n for _, n in batch.shapes), default=0)
     itemsize = np.dtype(dtype).itemsize
-    setting = setting or choose_lu_setting(m_max, n_max, itemsize, _smem_limit())
+    setting = setting or choose_lu_setting(m_max, n_max, itemsize, _smem_limit(),
+                                           is_complex=np.dtype(dtype).kind == "c")
     plan = plan_lu(setting, m_max, n_max, itemsize, count, _smem_limit())  # raises before any launch
     if not count:
         return True

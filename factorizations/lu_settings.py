@@ -179,13 +179,14 @@ def panel_ld(m: int) -> int:
     return max(1, m | 1)
 
 
-def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> LuSetting:
+def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024, *,
+                      is_complex: bool = False) -> LuSetting:
     """Default setting for the largest m and n of a batch.
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers), then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
-    matrix), up to 128 the warps design for elements of at most 8 bytes (a block per
+    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the warps design for elements of at most 8 bytes (a block per
     matrix in registers: _WARPS_CHOICE); beyond, blocked with the widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
@@ -211,6 +212,10 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
                 return LuSetting("rows", nb, lanes)
     if size > 64 and itemsize in _WARPS_CHOICE:
         s = LuSetting("warps", 128, _WARPS_CHOICE[itemsize])
+        if s.fits(m, n, itemsize, smem_limit):
+            return s
+    if not is_complex and itemsize in _WARPS64_FROM and _WARPS64_FROM[itemsize] <= size <= 64:
+        s = LuSetting("warps", 64, 128)
         if s.fits(m, n, itemsize, smem_limit):
             return s
     for s in FUSED_SETTINGS:
@@ -241,6 +246,14 @@ _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16),
 # 48 x 48 1.73 ms against 2.07 (warps 64 x 128), 64 x 64 1.65 against 1.66; SGESV 64 x 64
 # 1.74 against 1.79.
 _WARPS_CHOICE = {4: 256, 8: 512}
+
+# Below 65, warps64x128 by element size from the given size on, real types only (measured on the
+# H100 in session 14, scratch sweep of the fused and warps settings side by side, GESV X only,
+# 256 MB of A; the tile solve of session 13 made the warps design's GESV faster): DGESV 64 1.11
+# ms against fused 1.40, 56 1.28 against 1.46, 48 1.49 against 1.57, 40 1.84 against 1.77, 34
+# 2.28 against 1.99; SGESV 64 1.61 against 1.63 (a tie: fused stays), 56 1.89 against 1.75;
+# CGESV 64 1.95 against 1.56 (fused).
+_WARPS64_FROM = {8: 45}
 
 
 @dataclass(frozen=True)

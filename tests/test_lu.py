@@ -882,8 +882,8 @@ def test_chooser_picks_registered_settings():
             # measured: one thread per matrix up to 8 (4 for complex128), fused up to 64
             assert s.thread == (n <= (4 if itemsize == 16 else 8)), (n, itemsize, s)
             assert s.rows == (not s.thread and n <= 32 and itemsize <= 8), (n, itemsize, s)
-            # a block per matrix in registers from 65 to 128 (not complex128)
-            assert s.warps == (64 < n <= 128 and itemsize <= 8), (n, itemsize, s)
+            # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45
+            assert s.warps == (64 < n <= 128 and itemsize <= 8 or 45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
             assert s.fused == (not s.thread and not s.rows and not s.warps and n <= 64), (n, s)
             if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
@@ -897,7 +897,9 @@ def test_chooser_picks_registered_settings():
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(32, 32, 8) == ROWS_SETTINGS[2] and choose_lu_setting(32, 32, 16).fused
     assert choose_lu_setting(2, 2, 8) == THREAD_SETTINGS[0] and choose_lu_setting(8, 8, 4) == THREAD_SETTINGS[-1]
-    assert choose_lu_setting(64, 64, 8).fused and choose_lu_setting(33, 20, 4).fused
+    assert choose_lu_setting(64, 64, 8) == LuSetting("warps", 64, 128) == choose_lu_setting(45, 30, 8)
+    assert choose_lu_setting(64, 64, 8, is_complex=True).fused and choose_lu_setting(44, 44, 8).fused
+    assert choose_lu_setting(64, 64, 4).fused and choose_lu_setting(33, 20, 4).fused
     assert choose_lu_setting(65, 65, 8) == LuSetting("warps", 128, 512) == choose_lu_setting(70, 128, 8)
     assert choose_lu_setting(128, 128, 4) == LuSetting("warps", 128, 256) and choose_lu_setting(65, 65, 16).blocked
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
