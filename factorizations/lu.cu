@@ -378,12 +378,14 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
             p += cs;
           }
         }
-        if (nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];  // (placed as before: complex spilled more)
+        // b with the matrix, so that both latencies overlap (here, not after the loop:
+        // there ptxas spilled more for complex types)
+        if (nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];
       }
     }
-    // b with the matrix, so that both latencies overlap (REAL: it rides through the
-    // factorization as one more column, L^{-1} P b at the end; else the solve needs (P b)_i,
-    // known only after the factorization: shuffled from the lane that read it)
+    // The staged matrices' b.  REAL: b rides through the factorization as one more
+    // column, L^{-1} P b at the end; complex: the solve needs (P b)_i, known only after the
+    // factorization, shuffled from the lane that read it.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int row = lane + r * L;
