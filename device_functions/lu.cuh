@@ -532,16 +532,7 @@ __device__ __forceinline__ void rows_scale_u(int lane, int n, T (&a)[R][NB], con
   for (int r = 0; r < R; ++r) {
     const int row = lane + r * L;
     s[r] = PivotScale<T>(row < n ? U[row * rows_ldu<T>(NB) + row] : T(1));
-    if (row >= n) continue;
-    if (s[r].recip) {  // one branch around the row, not one per element
-#pragma unroll
-      for (int k = 0; k < NB; ++k)
-        if (k > row) a[r][k] *= s[r].r;
-    } else {
-#pragma unroll
-      for (int k = 0; k < NB; ++k)
-        if (k > row) a[r][k] = safe_divide(a[r][k], s[r].piv);
-    }
+    if (row < n) pivot_scale_row(s[r], a[r], row);
   }
 }
 

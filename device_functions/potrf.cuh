@@ -318,7 +318,7 @@ __device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T
           update(jc, l, lj);
           pivot_step(j + 1, a[jc]);
         } else if (jc + 1 < C) {
-          const int nc = jc + 1 < C ? jc + 1 : jc;
+          const int nc = jc + 1 < C ? jc + 1 : jc;  // jc + 1; the clamp keeps a[] in range in the unrolled last jc
           update(nc, l, lj);
           pivot_step(j + 1, a[nc]);
         }

@@ -51,6 +51,25 @@ template <typename T> struct PivotScale {
   __device__ __forceinline__ T operator()(T l) const { return recip ? l * r : safe_divide(l, piv); }
 };
 
+// v[k] for k > after (every k with after = -1), and *also unless null, divided by the
+// pivot p as PivotScale does, with one branch on the rule around the loop, not one per
+// element: a row of a triangular factor divided by its diagonal before a solve's chain
+// (trsv_tile_regs, the LU rows design's rows_scale_u).
+template <typename T, int N>
+__device__ __forceinline__ void pivot_scale_row(const PivotScale<T>& p, T (&v)[N], int after, T* also = nullptr) {
+  if (p.recip) {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (k > after) v[k] *= p.r;
+    if (also) *also *= p.r;
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (k > after) v[k] = safe_divide(v[k], p.piv);
+    if (also) *also = safe_divide(*also, p.piv);
+  }
+}
+
 // Does op(A) (A the stored view, lower or upper) have to be solved first row first?
 __host__ __device__ constexpr bool trsv_forward(bool lower, int op) { return lower != op_transposes(op); }
 
@@ -103,18 +122,7 @@ __device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, lon
     if (mine && s < lane) m[s] = conj_if(p[s * step], cj);
   }
   if (mine && !unit) d = conj_if(rowp[(long long)row * cs], cj);
-  if (!unit) {  // the lane's row and unknown divided by its diagonal, before the chain
-    const PivotScale<T> diag(d);
-    if (diag.recip) {  // one branch around the loop, not one per element
-#pragma unroll
-      for (int s = 0; s < W; ++s) m[s] *= diag.r;
-      yi *= diag.r;
-    } else {
-#pragma unroll
-      for (int s = 0; s < W; ++s) m[s] = safe_divide(m[s], d);
-      yi = safe_divide(yi, d);
-    }
-  }
+  if (!unit) pivot_scale_row(PivotScale<T>(d), m, -1, &yi);  // the lane's row and unknown, before the chain
   // lane s holds x_s when its turn comes: one shuffle and one multiply-add a step
 #pragma unroll
   for (int s = 0; s < W; ++s) {
