@@ -6,6 +6,9 @@ P^H (:func:`orgbr`) when vectors are wanted, run the bidiagonal QR
 (:func:`bdsqr`) applying its rotations to them, and scale the values back.
 Each stage is one batched launch over every matrix on the GPU (no host round
 trip unless ``check=True`` asks for the info), or vectorized NumPy on the CPU.
+For the values of small real matrices (up to 32 x 32) the GPU default is one
+launch of one-sided Jacobi instead (:mod:`.gesvj`: no bidiagonal form, the
+matrix in registers, the scaling inside the kernel).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import numpy as np
 from .. import _arrays as ar
 from .._batch import MatrixBatch
 from . import _solvers as sv
-from .svd_settings import check_bdsqr_setting
+from .svd_settings import GesvjSetting, check_svd_setting, choose_gesvj_setting
 
 NOT_CONVERGED = sv.Failure("SVD did not converge",
-                           "superdiagonals of the bidiagonal form left unconverged, or NaN/Inf entries",
-                           "unconverged superdiagonals")
+                           "an unconverged iteration (BDSQR's superdiagonals, or the one-sided Jacobi's last "
+                           "sweep), or NaN/Inf entries",
+                           "unconverged superdiagonals or last-sweep rotations")
 
 _REAL = {np.dtype(np.float32): np.dtype(np.float32), np.dtype(np.float64): np.dtype(np.float64),
          np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
@@ -38,18 +42,24 @@ def svdvals(A, *, check=True, setting=None, gebrd_setting=None):
         True (default): raise if a matrix's iteration did not converge or it
         holds NaN/Inf (this synchronizes with the GPU).  False: return
         ``(s, info)`` and never synchronize.
-    setting : BdsqrSetting, optional
-        Force the bidiagonal QR's GPU setting (its ``maxitr`` caps the
-        iteration on both backends).
+    setting : BdsqrSetting or GesvjSetting, optional
+        A BdsqrSetting forces the GEBRD -> BDSQR pipeline and the bidiagonal
+        QR's GPU setting (its ``maxitr`` caps the iteration on both backends).
+        A GesvjSetting forces one-sided Jacobi (real matrices that fit it;
+        its ``max_sweeps`` caps the sweeps on both backends).  None: on the
+        GPU, one-sided Jacobi for real matrices with min(m, n) <= 32 and
+        max(m, n) <= 32 (``choose_gesvj_setting``), else the pipeline; on the
+        CPU, the pipeline.
     gebrd_setting : GebrdSetting, optional
-        Force the bidiagonalization's GPU setting.
+        Force the bidiagonalization's GPU setting (and so the pipeline).
 
     Returns
     -------
     s : array (..., min(m, n)), the real dtype (float32 for float32/complex64)
         Descending, non-negative.  A list for list input.
     info : int32 array shaped like the batch ((count,) for lists), only with
-        ``check=False``: 0, the number of unconverged superdiagonals, or
+        ``check=False``: 0; the number of unconverged superdiagonals
+        (pipeline) or the rotations of the last allowed sweep (Jacobi); or
         min(m, n) for a matrix with NaN/Inf (its values are NaN).
 
     Raises
@@ -65,13 +75,14 @@ def svdvals(A, *, check=True, setting=None, gebrd_setting=None):
 
     Notes
     -----
-    Relative accuracy of the bidiagonal QR (Demmel-Kahan), after a
-    Householder bidiagonalization: the values are backward stable, |s_i -
-    s_ref_i| <= O(max(m, n) eps s_1).  Unlike SciPy there is no
+    Either path is backward stable: |s_i - s_ref_i| <= O(max(m, n) eps s_1)
+    (Householder bidiagonalization then Demmel-Kahan's bidiagonal QR, or
+    plane rotations of the columns until they are orthogonal to sqrt(max(m,
+    n)) eps, as LAPACK's xGESVJ; see factorizations/gesvj.py).  Unlike SciPy there is no
     ``check_finite``: NaN/Inf give NaN values for that matrix only.
     """
     check = sv.check_bool(check, "check")
-    check_bdsqr_setting(setting)
+    check_svd_setting(setting)
     if isinstance(A, (list, tuple, MatrixBatch)):
         s, info = _list(A, False, False, setting, gebrd_setting)
     else:
@@ -99,7 +110,8 @@ def svd(A, full_matrices=False, compute_uv=True, *, check=True, setting=None, ge
         True (default): raise for non-convergence or NaN/Inf (synchronizes).
         False: append ``info`` to the result; never synchronizes.
     setting, gebrd_setting
-        As for :func:`svdvals`.
+        As for :func:`svdvals`; with ``compute_uv=True`` only the pipeline
+        applies (a GesvjSetting is a ValueError).
 
     Returns
     -------
@@ -132,7 +144,7 @@ def svd(A, full_matrices=False, compute_uv=True, *, check=True, setting=None, ge
     full = sv.check_bool(full_matrices, "full_matrices")
     uv = sv.check_bool(compute_uv, "compute_uv")
     check = sv.check_bool(check, "check")
-    check_bdsqr_setting(setting)
+    check_svd_setting(setting)
     if isinstance(A, (list, tuple, MatrixBatch)):
         if uv:
             (U, S, Vh), info = _list(A, True, full, setting, gebrd_setting)
@@ -187,6 +199,12 @@ def _array(A, uv, full, setting, gebrd_setting):
             return None, S, None, info
         eye = lambda r, c: xp.broadcast_to(xp.eye(r, c, dtype=A.dtype), (*batch, r, c)).copy()  # noqa: E731
         return eye(m, m if full else k), S, eye(n if full else k, n), info
+    jacobi = _jacobi_setting(A, xp, m, n, uv, setting, gebrd_setting)
+    if jacobi is not None:
+        from .gesvj import gesvj_values
+
+        S, info = gesvj_values(A, jacobi)
+        return None, S, None, info
     f = _scale_factors(xp, A, rdt)
     with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
         As = (A * f.astype(rdt)[..., None, None]).astype(A.dtype, copy=False)
@@ -206,6 +224,26 @@ def _array(A, uv, full, setting, gebrd_setting):
         U = Vh = None
     S = S / f.astype(rdt)[..., None]
     return U, S, Vh, info
+
+
+def _jacobi_setting(A, xp, m, n, uv, setting, gebrd_setting):
+    """The one-sided Jacobi setting for values of A, or None for the GEBRD pipeline.
+
+    Forced by a GesvjSetting (values of real matrices that fit it only);
+    chosen by default on the GPU for real matrices a registered setting fits,
+    up to min(m, n) = GESVJ_DEFAULT_MAX_K, unless a BDSQR or GEBRD setting asks
+    for the pipeline."""
+    if isinstance(setting, GesvjSetting):
+        if uv:
+            raise ValueError("a GesvjSetting computes singular values only (compute_uv=False or svdvals)")
+        if A.dtype.kind != "f":
+            raise ValueError(f"a GesvjSetting takes float32 or float64 matrices, got {A.dtype}")
+        if gebrd_setting is not None:
+            raise ValueError("gebrd_setting does not apply to a GesvjSetting (no bidiagonalization)")
+        return setting
+    if setting is not None or gebrd_setting is not None or uv or xp is np:
+        return None
+    return choose_gesvj_setting(min(m, n), max(m, n), A.dtype)
 
 
 def _list(A, uv, full, setting, gebrd_setting):

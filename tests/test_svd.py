@@ -293,7 +293,10 @@ def test_many_small_matrices(xp, dtype, n):
     assert value_ratio(S[::137], A[::137]) <= THRESHOLD
     U, S2, Vh = svd(xp.asarray(A[:5000]))
     assert max(vector_ratios(A[:5000:50], to_np(U)[::50], to_np(S2)[::50], to_np(Vh)[::50])) <= THRESHOLD
-    assert np.allclose(to_np(S2), S[:5000], rtol=n * 30 * eps(dtype), atol=0)
+    # svd's values come from the pipeline, svdvals' (real) from one-sided Jacobi: equal to
+    # the absolute accuracy both promise, 30 n eps s_1
+    S2 = to_np(S2)
+    assert (np.abs(S2 - S[:5000]) <= n * THRESHOLD * eps(dtype) * S2[:, :1]).all()
 
 
 @pytest.mark.gpu
@@ -303,8 +306,9 @@ def test_gpu_matches_cpu_backend(xp):
     rng = np.random.default_rng(1)
     for m, n in ((16, 16), (40, 17), (17, 40), (128, 128)):
         A = random_array(rng, (20, m, n), np.float64)
-        s_gpu = to_np(svdvals(xp.asarray(A)))
-        assert np.allclose(s_gpu, svdvals(A), rtol=1e-13 * max(m, n), atol=0)
+        s_gpu = to_np(svdvals(xp.asarray(A)))   # one-sided Jacobi for (16, 16) on the GPU
+        s_cpu = svdvals(A)
+        assert (np.abs(s_gpu - s_cpu) <= 1e-13 * max(m, n) * s_cpu[:, :1]).all()
         d = rng.standard_normal((20, n))
         e = rng.standard_normal((20, n - 1))
         assert np.allclose(to_np(bdsqr(xp.asarray(d), xp.asarray(e))[0]), bdsqr(d, e)[0], rtol=1e-13, atol=0)

@@ -393,9 +393,32 @@ def section_svd():
         checks += 3
 
 
+def section_gesvj():
+    # one-sided Jacobi values: every registered setting at its limits (k = cols, length =
+    # rows_max, both orientations) and below (k in 0/1, odd k); batch 1 and 65,537 with
+    # the default chooser at k = 31/32/33 (33 goes to the pipeline); NaN in one matrix;
+    # max_sweeps = 0 (info, no endless loop).
+    global checks
+    for dtype in (np.float64,) if race else (np.float32, np.float64):
+        for s in bt.GESVJ_SETTINGS:
+            for m, n in {(s.rows_max, s.cols), (s.cols, s.rows_max), (1, 1), (s.cols - 1, s.cols - 1),
+                         (s.rows_max, 1)}:
+                bt.svdvals(rand((3, m, n), dtype), setting=s, check=False)
+                checks += 1
+        for k in (0, 1, 31, 32, 33):
+            for batch in (1, 3) if race else (1, 65537):
+                bt.svdvals(rand((batch, k, k), dtype), check=False)
+                checks += 1
+        A = rand((5, 16, 16), dtype)
+        A[2, 3, 4] = np.nan
+        bt.svdvals(A, check=False)
+        bt.svdvals(A, setting=bt.GesvjSetting(16, 8, 2, max_sweeps=0), check=False)
+        checks += 2
+
+
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv,
             "lu": section_lu, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
-            "svd": section_svd}
+            "svd": section_svd, "gesvj": section_gesvj}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     SECTIONS[name]()

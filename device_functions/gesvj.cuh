@@ -1,0 +1,278 @@
+// gesvj.cuh: one-sided Jacobi (Hestenes) singular values of ONE small real
+// matrix held in the registers of a group of G lanes (LAPACK xGESVJ's rotation
+// and convergence test, without its preconditioning or blocking).
+//
+// The columns of the matrix are made orthogonal by plane rotations from the
+// right; once no pair (p, q) has |a_p . a_q| > tol |a_p| |a_q|, the column
+// norms are the singular values.  A sweep visits every pair once, in the
+// round-robin ("circle") order: NC - 1 rounds of NC / 2 disjoint pairs, so the
+// pairs of a round are independent and a lane updates its rows for all of them.
+//
+// Threads:  a ThreadGroup<G> (G a power of two <= 32; 32 / G groups share a warp).
+//           Lane `rank` holds rows rank + G r (r < RP) of the NC (padded) columns
+//           in registers: a[r][j].  Rows and columns past the matrix are zero, and
+//           stay zero (a zero column is never rotated).
+// Shared:   GesvjShared<R, NC, THREADS, GROUPS>, one per block; a group uses its own
+//           column (threadIdx.x for the partial sums, the group's index otherwise).
+// Rotations: "fast" (scaled) ones: column j is d_j times the registers' column, so a
+//           rotation costs two multiply-adds per row (x -= tp y, y += tq x) and the
+//           c's go into d_p, d_q (kept in shared memory with 1 / d); each sweep ends
+//           by multiplying the d's back into the registers.
+// Code:     the NC - 1 rounds of a sweep are unrolled U at a time (U the largest
+//           divisor of NC - 1 up to 7): the pairs of a round are then compile-time
+//           register positions, and after U rounds the registers of columns 0..NC-2
+//           shift U places (so the position of a column moves, not its data in
+//           memory).  A fully unrolled sweep of 16 columns was 16k instructions.
+// Sync:     the group's __syncwarp only (g.sync()); groups run independently.
+// Numbers:  the caller scales the matrix by a power of two so that its largest
+//           entry is in [1/2, 1) (sums of squares then neither overflow nor lose
+//           anything that matters: see gesvj_rotation).  Relative to that scale,
+//           a column whose squared norm is below GesvjLimits::floor is never
+//           rotated: it perturbs the singular values by less than its norm,
+//           1e-9 (float) or 1e-75 (double), far below eps * s_1.
+#pragma once
+#include "common.cuh"
+#include "bdsqr.cuh"
+
+namespace bdf {
+
+template <typename R> struct GesvjLimits;
+template <> struct GesvjLimits<float> {
+  static constexpr float floor = 1.0e-18f;   // floor^2 > FLT_MIN: tol * sqrt(app * aqq) is a normal number
+  static constexpr float flat = 4096.0f;     // |zeta| past this: sqrt(1 + zeta^2) == |zeta|
+};
+template <> struct GesvjLimits<double> {
+  static constexpr double floor = 1.0e-150;  // floor^2 > DBL_MIN
+  static constexpr double flat = 134217728.0;  // 2^27
+};
+
+// Pair k of round rho in the circle order over NC (even) columns: column NC - 1
+// meets rho; the others pair up symmetrically around rho.  Every pair once per
+// NC - 1 rounds, each round a perfect matching.
+__host__ __device__ constexpr int gesvj_pair_p(int nc, int rho, int k) { return k == 0 ? nc - 1 : (rho + k) % (nc - 1); }
+__host__ __device__ constexpr int gesvj_pair_q(int nc, int rho, int k) {
+  return k == 0 ? rho : (rho - k + nc - 1) % (nc - 1);
+}
+
+// Rounds unrolled per step of a sweep: the largest divisor of NC - 1 up to 7.
+__host__ __device__ constexpr int gesvj_unroll(int nc) {
+  int u = 1;
+  for (int d = 1; d <= 7 && d <= nc - 1; ++d)
+    if ((nc - 1) % d == 0) u = d;
+  return u;
+}
+
+// A pair's update of the registers' columns: x <- x - tp y, y <- y + tq x.
+template <typename R> struct alignas(2 * sizeof(R)) GesvjRotation { R tp, tq; };
+
+// Per block: partial sums of every lane (padded rows: the lanes of a group hit
+// distinct banks); per group the squared column norms, the column scales d and
+// 1 / d, and a round's rotations.
+template <typename R, int NC, int THREADS, int GROUPS> struct GesvjShared {
+  R part[NC][THREADS + 1];
+  R norm[NC][GROUPS + 1];
+  R scale[NC][GROUPS + 1];
+  R inv_scale[NC][GROUPS + 1];
+  GesvjRotation<R> rot[NC / 2][GROUPS];
+};
+
+// Hardware approximations (MUFU) for the parts of a rotation that need not be
+// exact: the test's 1 / sqrt and the angle t (any t gives an orthogonal rotation
+// as long as c = 1 / sqrt(1 + t^2) matches it; an approximate t only leaves a
+// smaller remainder of a_p . a_q for the next sweep).  Double: one Newton step
+// each (about 2^-40); c: exact to rounding (two Newton steps in double, one in
+// float, from w = 1 + t^2 in [1, 2]).  Inputs are normal numbers here.
+__device__ __forceinline__ float gesvj_rcp(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double gesvj_rcp(double x) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+  return fma(r, fma(-x, r, 1.0), r);
+}
+__device__ __forceinline__ float gesvj_rsqrt_rough(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double gesvj_rsqrt_rough(double x) {
+  double r;
+  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+  return r;
+}
+template <typename R> __device__ __forceinline__ R gesvj_rsqrt_step(R w, R y) {  // Newton for 1 / sqrt(w)
+  return y * fma(R(-0.5) * w, y * y, R(1.5));
+}
+template <typename R> __device__ __forceinline__ R gesvj_sqrt(R w) {  // sqrt(w), w >= 1
+  const R y = gesvj_rsqrt_rough(w), s = w * y;
+  return sizeof(R) == 8 ? fma(R(0.5) * y, fma(-s, s, w), s) : s;
+}
+template <typename R> __device__ __forceinline__ R gesvj_cosine(R w) {  // 1 / sqrt(w), w in [1, 2], to rounding
+  R y = gesvj_rsqrt_step(w, gesvj_rsqrt_rough(w));
+  if (sizeof(R) == 8) y = gesvj_rsqrt_step(w, y);
+  return y;
+}
+
+// The rotation of the pair (p, q) from app = |a_p|^2, aqq = |a_q|^2, apq = a_p . a_q:
+// [a_p, a_q] <- [c a_p - s a_q, s a_p + c a_q] makes them orthogonal (t = s / c is
+// the smaller root of t^2 + 2 zeta t - 1 = 0, zeta = (aqq - app) / (2 apq)), and
+// the squared norms become app - t apq and aqq + t apq.  False (c = 1, t = 0)
+// when the pair already passes the test or either column is below the floor.
+// With both norms above the floor, tol sqrt(app aqq) is a normal number, t
+// never underflows to zero and the update it makes to a_p is at least tol
+// relative to a_p: a rotation that is made always changes the matrix.
+// Branch-free (the lanes of a group decide different pairs): a pair that is not
+// rotated computes a t it does not use.
+template <typename R>
+__device__ __forceinline__ bool gesvj_rotation(R app, R aqq, R apq, R tol, R& c, R& t) {
+  using K = GesvjLimits<R>;
+  const bool above = app >= K::floor && aqq >= K::floor;
+  const R rp = gesvj_rsqrt_rough(bd_max(app, K::floor)), rq = gesvj_rsqrt_rough(bd_max(aqq, K::floor));
+  const bool rotate = above && bd_abs(apq) * rp * rq > tol;
+  // |zeta| <= 2 * 32^2 / (2 tol floor): no overflow, and t >= 1 / (4 |zeta|) is a normal number
+  const R zeta = (aqq - app) * gesvj_rcp(R(2) * apq), z = bd_abs(zeta);
+  const R root = z > K::flat ? z : gesvj_sqrt(R(1) + zeta * zeta);  // sqrt(1 + zeta^2)
+  t = rotate ? copysign(gesvj_rcp(z + root), zeta) : R(0);
+  c = gesvj_cosine(R(1) + t * t);
+  return rotate;
+}
+
+// Squared norms of the NC columns into sh.norm[.][grp] (every lane's partial sums
+// through sh.part), and the column scales reset to one.  Ends after a g.sync():
+// the norms are visible to the group.
+template <int G, int NC, int RP, typename R, class Shared>
+__device__ __forceinline__ void gesvj_column_norms(ThreadGroup<G> g, int grp, const R (&a)[RP][NC], Shared& sh) {
+  const int tid = threadIdx.x, base = tid - g.rank;
+#pragma unroll
+  for (int j = 0; j < NC; ++j) {
+    R v = R(0);
+#pragma unroll
+    for (int r = 0; r < RP; ++r) v = fma(a[r][j], a[r][j], v);
+    sh.part[j][tid] = v;
+  }
+  g.sync();
+#pragma unroll
+  for (int t = 0; t < (NC + G - 1) / G; ++t) {
+    const int j = g.rank + G * t;
+    if (j < NC) {
+      R v = R(0);
+#pragma unroll
+      for (int l = 0; l < G; ++l) v += sh.part[j][base + l];
+      sh.norm[j][grp] = v;
+      sh.scale[j][grp] = R(1);
+      sh.inv_scale[j][grp] = R(1);
+    }
+  }
+  g.sync();
+}
+
+// One round in register positions: pair k of round RR (compile-time) is the
+// columns of round rho (run time) = RR + (rounds done before this unrolled step).
+template <int RR, int G, int NC, int RP, typename R, class Shared>
+__device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R (&a)[RP][NC], Shared& sh, R tol) {
+  constexpr int P = NC / 2;
+  const int tid = threadIdx.x, base = tid - g.rank;
+  int made = 0;
+  // this lane's share of every pair's dot product
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int p = gesvj_pair_p(NC, RR, k), q = gesvj_pair_q(NC, RR, k);
+    R v = R(0);
+#pragma unroll
+    for (int r = 0; r < RP; ++r) v = fma(a[r][p], a[r][q], v);
+    sh.part[k][tid] = v;
+  }
+  g.sync();
+  // lane rank decides the pairs rank, rank + G, ... (in column numbers)
+#pragma unroll
+  for (int u = 0; u < (P + G - 1) / G; ++u) {
+    const int k = g.rank + G * u;
+    if (k < P) {
+      const int p = gesvj_pair_p(NC, rho, k), q = gesvj_pair_q(NC, rho, k);
+      R dot = R(0);
+#pragma unroll
+      for (int l = 0; l < G; ++l) dot += sh.part[k][base + l];
+      const R dp = sh.scale[p][grp], dq = sh.scale[q][grp];
+      const R apq = dot * dp * dq, app = sh.norm[p][grp], aqq = sh.norm[q][grp];
+      GesvjRotation<R> rot{R(0), R(0)};
+      R c, t;
+      if (gesvj_rotation(app, aqq, apq, tol, c, t)) {
+        ++made;
+        const R ip = sh.inv_scale[p][grp], iq = sh.inv_scale[q][grp], inv_c = (R(1) + t * t) * c;
+        rot.tp = t * dq * ip;
+        rot.tq = t * dp * iq;
+        sh.scale[p][grp] = c * dp;
+        sh.scale[q][grp] = c * dq;
+        sh.inv_scale[p][grp] = inv_c * ip;
+        sh.inv_scale[q][grp] = inv_c * iq;
+        sh.norm[p][grp] = bd_max(app - t * apq, R(0));
+        sh.norm[q][grp] = bd_max(aqq + t * apq, R(0));
+      }
+      sh.rot[k][grp] = rot;
+    }
+  }
+  g.sync();
+  // every lane updates its rows of every pair
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int p = gesvj_pair_p(NC, RR, k), q = gesvj_pair_q(NC, RR, k);
+    const GesvjRotation<R> rot = sh.rot[k][grp];
+#pragma unroll
+    for (int r = 0; r < RP; ++r) {
+      const R x = a[r][p], y = a[r][q];
+      a[r][p] = fma(-rot.tp, y, x);
+      a[r][q] = fma(rot.tq, x, y);
+    }
+  }
+  return made;
+}
+
+template <int RR, int U, int G, int NC, int RP, typename R, class Shared>
+__device__ __forceinline__ int gesvj_rounds(ThreadGroup<G> g, int grp, int rho0, R (&a)[RP][NC], Shared& sh, R tol) {
+  if constexpr (RR == U) {
+    return 0;
+  } else {
+    const int made = gesvj_round<RR>(g, grp, rho0 + RR, a, sh, tol);
+    return made + gesvj_rounds<RR + 1, U>(g, grp, rho0, a, sh, tol);
+  }
+}
+
+// One sweep (NC - 1 rounds) over the group's matrix, starting from exact squared
+// norms and unit scales (gesvj_column_norms), which it keeps updated; ends with
+// the scales multiplied into the registers (the caller recomputes the norms).
+// Returns the number of rotations made (the same on every lane of the group).
+template <int G, int NC, int RP, typename R, class Shared>
+__device__ __forceinline__ int gesvj_sweep(ThreadGroup<G> g, int grp, R (&a)[RP][NC], Shared& sh, R tol) {
+  constexpr int U = gesvj_unroll(NC);
+  int made = 0;
+#pragma unroll 1
+  for (int rho0 = 0; rho0 < NC - 1; rho0 += U) {
+    made += gesvj_rounds<0, U>(g, grp, rho0, a, sh, tol);
+    if constexpr (U < NC - 1) {
+      // column (pos + rho0 + U) mod (NC - 1) moves to position pos
+      R moved[RP][NC - 1];
+#pragma unroll
+      for (int r = 0; r < RP; ++r)
+#pragma unroll
+        for (int pos = 0; pos < NC - 1; ++pos) moved[r][pos] = a[r][(pos + U) % (NC - 1)];
+#pragma unroll
+      for (int r = 0; r < RP; ++r)
+#pragma unroll
+        for (int pos = 0; pos < NC - 1; ++pos) a[r][pos] = moved[r][pos];
+    }
+  }
+  // the last round's scales are visible (its second g.sync)
+#pragma unroll
+  for (int j = 0; j < NC; ++j) {
+    const R dj = sh.scale[j][grp];
+#pragma unroll
+    for (int r = 0; r < RP; ++r) a[r][j] *= dj;
+  }
+#pragma unroll
+  for (int d = G / 2; d >= 1; d /= 2) made += __shfl_xor_sync(g.lanes(), made, d);
+  return made;
+}
+
+}  // namespace bdf

@@ -1,0 +1,92 @@
+// Batched singular values by one-sided Jacobi (device_functions/gesvj.cuh): a
+// group of G lanes per matrix, the matrix in registers, for min(m, n) <= NC and
+// max(m, n) <= G * RP; real types.  A grid-stride loop over the batch, each
+// group on its own matrices (no barrier between groups).
+//
+// Operands: A through a matrix accessor: matrix b is column-major M (p x q,
+//   leading dimension ld); a C-ordered user array arrives as its transpose, which
+//   has the same singular values.  The Jacobi orthogonalizes the columns of M when
+//   q <= p and the columns of M^T (M's rows) otherwise: min(p, q) columns of
+//   max(p, q) rows, read in place (nothing is copied or written back).
+//   s: matrix b's min(p, q) values, descending, at s + b * s_ld.
+//   info[b]: 0; min(p, q) for NaN/Inf in the matrix (its values NaN); or, when
+//   max_sweeps sweeps did not converge, the rotations of the last one.
+// Scaling: each matrix is multiplied by 2^-e (exact) so that its largest entry is in
+//   [1/2, 1) and the values by 2^e at the end, as xGESVD scales into a safe range.
+#include "common.cuh"
+#include "layouts.cuh"
+#include "gesvj.cuh"
+
+constexpr int GESVJ_THREADS = 128;
+
+template <class MatA, int NC, int G, int RP>
+__global__ void __launch_bounds__(GESVJ_THREADS)
+gesvj_values_kernel(MatA A, typename MatA::value_type* s_out, long long s_ld, int* info, long long count,
+                    int max_sweeps) {
+  using R = typename MatA::value_type;
+  static_assert(NC % 2 == 0 && NC >= 2, "an even number of columns");
+  constexpr int GROUPS = GESVJ_THREADS / G;
+  __shared__ bdf::GesvjShared<R, NC, GESVJ_THREADS, GROUPS> sh;
+  const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
+  const int grp = int(threadIdx.x / G);
+
+  for (long long b = (long long)blockIdx.x * GROUPS + grp; b < count; b += (long long)gridDim.x * GROUPS) {
+    const R* mat = A.matrix(b);
+    const int p = A.rows(b), q = A.cols(b);
+    const long long ld = A.ldim(b);
+    const bool on_cols = q <= p;
+    const int rows = on_cols ? p : q, cols = on_cols ? q : p;
+    const long long rs = on_cols ? 1 : ld, cs = on_cols ? ld : 1;
+
+    R a[RP][NC];
+    R amax = R(0);
+    bool bad = false;
+#pragma unroll
+    for (int r = 0; r < RP; ++r) {
+      const int i = g.rank + G * r;
+#pragma unroll
+      for (int j = 0; j < NC; ++j) {
+        const R v = (i < rows && j < cols) ? mat[i * rs + j * cs] : R(0);
+        a[r][j] = v;
+        bad = bad || !bdf::bd_finite(v);
+        amax = bdf::bd_max(amax, bdf::bd_abs(v));
+      }
+    }
+#pragma unroll
+    for (int d = G / 2; d >= 1; d /= 2) amax = bdf::bd_max(amax, bdf::shfl_xor(amax, d, g.lanes()));
+    bad = __any_sync(g.lanes(), bad);
+    R* sb = s_out + b * s_ld;
+    if (bad) {
+      for (int j = g.rank; j < cols; j += G) sb[j] = bdf::bd_nan<R>();
+      if (g.rank == 0) info[b] = cols;
+      continue;
+    }
+    const int e = amax > R(0) ? bdf::bd_exponent(amax) : 0;
+    if (e != 0) {
+#pragma unroll
+      for (int r = 0; r < RP; ++r)
+#pragma unroll
+        for (int j = 0; j < NC; ++j) a[r][j] = bdf::bd_ldexp(a[r][j], -e);
+    }
+
+    const R tol = bdf::bd_sqrt(R(rows)) * bdf::BdLimits<R>::unit_roundoff;
+    bdf::gesvj_column_norms(g, grp, a, sh);
+    int made = 1;
+    for (int sweep = 0; made != 0 && sweep < max_sweeps; ++sweep) {
+      made = bdf::gesvj_sweep(g, grp, a, sh, tol);
+      bdf::gesvj_column_norms(g, grp, a, sh);  // exact norms again: the next sweep's start, or the values
+    }
+
+    // Descending order: value j goes to the number of values before it (larger, or equal at a lower index).
+    for (int j = g.rank; j < cols; j += G) {
+      const R nj = sh.norm[j][grp];
+      int pos = 0;
+      for (int i = 0; i < cols; ++i) {
+        const R ni = sh.norm[i][grp];
+        pos += (ni > nj || (ni == nj && i < j)) ? 1 : 0;
+      }
+      sb[pos] = bdf::bd_ldexp(bdf::bd_sqrt(nj), e);
+    }
+    if (g.rank == 0) info[b] = made;
+  }
+}
