@@ -10,7 +10,8 @@
 //
 // Threads:  a ThreadGroup<G> (G a power of two <= 32; 32 / G groups share a warp).
 //           Lane `rank` holds rows rank + G r (r < RP) of the NC (padded) columns
-//           in registers: a[r][j].  Rows and columns past the matrix are zero, and
+//           in registers: a[r][j]; with vectors also rows rank + G r (r < RV) of the
+//           accumulated right factor W (NC x NC, identity at the start): v[r][j].  Rows and columns past the matrix are zero, and
 //           stay zero (a zero column is never rotated).
 // Shared:   GesvjShared<R, NC, THREADS, GROUPS>, one per block; a group uses its own
 //           column (threadIdx.x for the partial sums, the group's index otherwise).
@@ -74,6 +75,7 @@ template <typename R, int NC, int THREADS, int GROUPS> struct GesvjShared {
   R scale[NC][GROUPS + 1];
   R inv_scale[NC][GROUPS + 1];
   GesvjRotation<R> rot[NC / 2][GROUPS];
+  int pos[NC][GROUPS + 1];  // each column's place in the descending order
 };
 
 // Hardware approximations (MUFU) for the parts of a rotation that need not be
@@ -168,10 +170,36 @@ __device__ __forceinline__ void gesvj_column_norms(ThreadGroup<G> g, int grp, co
   g.sync();
 }
 
+// x <- x - tp y, y <- y + tq x on the columns p, q of every row of x.
+template <int ROWS, int NC, typename R>
+__device__ __forceinline__ void gesvj_apply(R (&x)[ROWS][NC], int p, int q, GesvjRotation<R> rot) {
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const R a = x[r][p], b = x[r][q];
+    x[r][p] = fma(-rot.tp, b, a);
+    x[r][q] = fma(rot.tq, a, b);
+  }
+}
+
+// The registers of columns 0..NC-2 move U positions down (cyclically): after it, position
+// pos holds what position pos + U held.
+template <int U, int ROWS, int NC, typename R> __device__ __forceinline__ void gesvj_shift(R (&x)[ROWS][NC]) {
+  R moved[ROWS][NC - 1];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int pos = 0; pos < NC - 1; ++pos) moved[r][pos] = x[r][(pos + U) % (NC - 1)];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int pos = 0; pos < NC - 1; ++pos) x[r][pos] = moved[r][pos];
+}
+
 // One round in register positions: pair k of round RR (compile-time) is the
 // columns of round rho (run time) = RR + (rounds done before this unrolled step).
-template <int RR, int G, int NC, int RP, typename R, class Shared>
-__device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R (&a)[RP][NC], Shared& sh, R tol) {
+template <int RR, bool VECT, int G, int NC, int RP, int RV, typename R, class Shared>
+__device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R (&a)[RP][NC], R (&v)[RV][NC],
+                                           Shared& sh, R tol) {
   constexpr int P = NC / 2;
   const int tid = threadIdx.x, base = tid - g.rank;
   int made = 0;
@@ -219,48 +247,39 @@ __device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R
   for (int k = 0; k < P; ++k) {
     const int p = gesvj_pair_p(NC, RR, k), q = gesvj_pair_q(NC, RR, k);
     const GesvjRotation<R> rot = sh.rot[k][grp];
-#pragma unroll
-    for (int r = 0; r < RP; ++r) {
-      const R x = a[r][p], y = a[r][q];
-      a[r][p] = fma(-rot.tp, y, x);
-      a[r][q] = fma(rot.tq, x, y);
-    }
+    gesvj_apply(a, p, q, rot);
+    if (VECT) gesvj_apply(v, p, q, rot);
   }
   return made;
 }
 
-template <int RR, int U, int G, int NC, int RP, typename R, class Shared>
-__device__ __forceinline__ int gesvj_rounds(ThreadGroup<G> g, int grp, int rho0, R (&a)[RP][NC], Shared& sh, R tol) {
+template <int RR, int U, bool VECT, int G, int NC, int RP, int RV, typename R, class Shared>
+__device__ __forceinline__ int gesvj_rounds(ThreadGroup<G> g, int grp, int rho0, R (&a)[RP][NC], R (&v)[RV][NC],
+                                            Shared& sh, R tol) {
   if constexpr (RR == U) {
     return 0;
   } else {
-    const int made = gesvj_round<RR>(g, grp, rho0 + RR, a, sh, tol);
-    return made + gesvj_rounds<RR + 1, U>(g, grp, rho0, a, sh, tol);
+    const int made = gesvj_round<RR, VECT>(g, grp, rho0 + RR, a, v, sh, tol);
+    return made + gesvj_rounds<RR + 1, U, VECT>(g, grp, rho0, a, v, sh, tol);
   }
 }
 
 // One sweep (NC - 1 rounds) over the group's matrix, starting from exact squared
 // norms and unit scales (gesvj_column_norms), which it keeps updated; ends with
 // the scales multiplied into the registers (the caller recomputes the norms).
+// VECT: every rotation also goes to v (rows of the accumulated right factor W).
 // Returns the number of rotations made (the same on every lane of the group).
-template <int G, int NC, int RP, typename R, class Shared>
-__device__ __forceinline__ int gesvj_sweep(ThreadGroup<G> g, int grp, R (&a)[RP][NC], Shared& sh, R tol) {
+template <bool VECT, int G, int NC, int RP, int RV, typename R, class Shared>
+__device__ __forceinline__ int gesvj_sweep(ThreadGroup<G> g, int grp, R (&a)[RP][NC], R (&v)[RV][NC], Shared& sh,
+                                           R tol) {
   constexpr int U = gesvj_unroll(NC);
   int made = 0;
 #pragma unroll 1
   for (int rho0 = 0; rho0 < NC - 1; rho0 += U) {
-    made += gesvj_rounds<0, U>(g, grp, rho0, a, sh, tol);
+    made += gesvj_rounds<0, U, VECT>(g, grp, rho0, a, v, sh, tol);
     if constexpr (U < NC - 1) {
-      // column (pos + rho0 + U) mod (NC - 1) moves to position pos
-      R moved[RP][NC - 1];
-#pragma unroll
-      for (int r = 0; r < RP; ++r)
-#pragma unroll
-        for (int pos = 0; pos < NC - 1; ++pos) moved[r][pos] = a[r][(pos + U) % (NC - 1)];
-#pragma unroll
-      for (int r = 0; r < RP; ++r)
-#pragma unroll
-        for (int pos = 0; pos < NC - 1; ++pos) a[r][pos] = moved[r][pos];
+      gesvj_shift<U>(a);
+      if (VECT) gesvj_shift<U>(v);
     }
   }
   // the last round's scales are visible (its second g.sync)
@@ -269,10 +288,61 @@ __device__ __forceinline__ int gesvj_sweep(ThreadGroup<G> g, int grp, R (&a)[RP]
     const R dj = sh.scale[j][grp];
 #pragma unroll
     for (int r = 0; r < RP; ++r) a[r][j] *= dj;
+    if (VECT)
+#pragma unroll
+      for (int r = 0; r < RV; ++r) v[r][j] *= dj;
   }
 #pragma unroll
   for (int d = G / 2; d >= 1; d /= 2) made += __shfl_xor_sync(g.lanes(), made, d);
   return made;
+}
+
+// Orthonormal completion: columns good..cols-1 of the l x cols matrix X (element
+// (i, j) at x[i * rs + j * cs], in device memory; columns 0..good-1 orthonormal,
+// written and visible to the group) become unit vectors orthogonal to all before
+// them: for each, the first e_c whose part orthogonal to the earlier columns
+// (Gram-Schmidt, twice) has squared norm above 1 / (2 l) (one always has: those
+// parts' squares sum to l - j >= 1 over c), normalized.  The columns of the
+// Jacobi's left factor whose norms fell below the floor (exact zeros) need it.
+template <int G, int RP, typename R>
+__device__ void gesvj_complete(ThreadGroup<G> g, R* x, long long rs, long long cs, int l, int good, int cols) {
+  for (int j = good; j < cols; ++j) {
+    for (int c = 0; c < l; ++c) {
+      R y[RP];
+#pragma unroll
+      for (int r = 0; r < RP; ++r) y[r] = g.rank + G * r == c ? R(1) : R(0);
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int jj = 0; jj < j; ++jj) {
+          R dot = R(0);
+#pragma unroll
+          for (int r = 0; r < RP; ++r) {
+            const int i = g.rank + G * r;
+            if (i < l) dot = fma(x[i * rs + jj * cs], y[r], dot);
+          }
+          dot = butterfly_sum<1, G>(dot, g.lanes());
+#pragma unroll
+          for (int r = 0; r < RP; ++r) {
+            const int i = g.rank + G * r;
+            if (i < l) y[r] = fma(-dot, x[i * rs + jj * cs], y[r]);
+          }
+        }
+      }
+      R nrm = R(0);
+#pragma unroll
+      for (int r = 0; r < RP; ++r) nrm = fma(y[r], y[r], nrm);
+      nrm = butterfly_sum<1, G>(nrm, g.lanes());
+      if (nrm > R(1) / R(2 * l)) {
+        const R f = R(1) / bd_sqrt(nrm);
+#pragma unroll
+        for (int r = 0; r < RP; ++r) {
+          const int i = g.rank + G * r;
+          if (i < l) x[i * rs + j * cs] = y[r] * f;
+        }
+        break;
+      }
+    }
+    g.sync();  // column j is read for the next
+  }
 }
 
 }  // namespace bdf

@@ -51,11 +51,12 @@ _FLOOR = {np.dtype(np.float32): 1.0e-18, np.dtype(np.float64): 1.0e-150}
 _FLAT = {np.dtype(np.float32): 4096.0, np.dtype(np.float64): 2.0 ** 27}
 
 
-def kernel_name(dtype, setting: GesvjSetting) -> str:
-    return f"gesvj_values_kernel<{ln.accessor_type('UniformMatrix', dtype)}, {setting.template_args()}>"
+def kernel_name(dtype, setting: GesvjSetting, vectors: bool) -> str:
+    return (f"gesvj_kernel<{ln.accessor_type('UniformMatrix', dtype)}, {setting.template_args()}, "
+            f"{'true' if vectors else 'false'}>")
 
 
-build.register(SOURCE, [kernel_name(dt, s) for dt in _REAL_DTYPES for s in GESVJ_SETTINGS])
+build.register(SOURCE, [kernel_name(dt, s, v) for dt in _REAL_DTYPES for s in GESVJ_SETTINGS for v in (False, True)])
 
 
 def pair_p(cols: int, rho: int, k: int) -> int:
@@ -67,22 +68,34 @@ def pair_q(cols: int, rho: int, k: int) -> int:
     return rho if k == 0 else (rho - k + cols - 1) % (cols - 1)
 
 
-def gesvj_values(A, setting: GesvjSetting):
-    """(s, info) of a stacked real (..., m, n) NumPy or CuPy array whose shape the
-    setting fits (the caller checks); s (..., min(m, n)) descending."""
+def gesvj(A, setting: GesvjSetting, vectors: bool = False):
+    """(s, info), or (U, s, Vh, info) with ``vectors``, of a stacked real (..., m, n)
+    NumPy or CuPy array whose shape the setting fits; s (..., k) descending, U
+    (..., m, k), Vh (..., k, n) (k = min(m, n)) as numpy.linalg.svd(full_matrices=False)."""
     batch, (m, n) = tuple(A.shape[:-2]), A.shape[-2:]
     if not setting.fits(min(m, n), max(m, n)):
         raise ValueError(f"setting {setting} does not fit {m} x {n} matrices "
                          f"(at most {setting.cols} columns of {setting.rows_max} rows)")
     if isinstance(A, np.ndarray):
         count = int(np.prod(batch, dtype=np.int64))
-        a = A.reshape(count, m, n) if m >= n else np.swapaxes(A.reshape(count, m, n), -1, -2)
-        s, info = _gesvj_numpy(a, setting)
-        return s.reshape(*batch, min(m, n)), info.reshape(batch)
-    return _gesvj_cupy(A, batch, m, n, setting)
+        tall = m >= n
+        a = A.reshape(count, m, n) if tall else np.swapaxes(A.reshape(count, m, n), -1, -2)
+        s, info, ut, w = _gesvj_numpy(a, setting, vectors)
+        s, info = s.reshape(*batch, min(m, n)), info.reshape(batch)
+        if not vectors:
+            return s, info
+        # J = Ut diag(s) W^T with J = A (tall) or A^T (wide)
+        U, Vh = (ut, np.swapaxes(w, -1, -2)) if tall else (w, np.swapaxes(ut, -1, -2))
+        return U.reshape(*batch, m, min(m, n)), s, Vh.reshape(*batch, min(m, n), n), info
+    return _gesvj_cupy(A, batch, m, n, setting, vectors)
 
 
-def _gesvj_cupy(A, batch, m, n, setting):
+def gesvj_values(A, setting: GesvjSetting):
+    """(s, info): :func:`gesvj` without vectors."""
+    return gesvj(A, setting)
+
+
+def _gesvj_cupy(A, batch, m, n, setting, vectors):
     import cupy
 
     from .._operands import matrix_operand
@@ -91,15 +104,23 @@ def _gesvj_cupy(A, batch, m, n, setting):
     k = min(m, n)
     s = cupy.empty((*batch, k), A.dtype)
     info = cupy.zeros(batch, np.int32)
+    U = cupy.empty((*batch, m, k), A.dtype) if vectors else None
+    Vh = cupy.empty((*batch, k, n), A.dtype) if vectors else None
     if count and k:
         op = matrix_operand(A, batch, cupy)
-        kernel = build.get_kernel(SOURCE, kernel_name(A.dtype, setting))
+        # J, the matrix whose columns the kernel orthogonalizes, is A or A^T; J = Ut diag(s) W^T
+        j_is_a = (op.cols <= op.rows) != op.transposed
+        null = (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+        to_u = (U, np.int64(m * k), np.int64(k), np.int64(1)) if vectors else null   # (i, j) -> U[b, i, j]
+        to_vh = (Vh, np.int64(k * n), np.int64(1), np.int64(n)) if vectors else null  # (i, j) -> Vh[b, j, i]
+        ut_w = (*to_u, *to_vh) if j_is_a else (*to_vh, *to_u)
+        kernel = build.get_kernel(SOURCE, kernel_name(A.dtype, setting, vectors))
         groups = GESVJ_THREADS // setting.group
         args = (ln.pack("UniformMatrix", op.base, op.stride, op.ld, op.rows, op.cols), s, np.int64(k), info,
-                np.int64(count), np.int32(setting.max_sweeps))
+                np.int64(count), np.int32(setting.max_sweeps), *ut_w)
         kernel((ln.grid_for(count, groups),), (GESVJ_THREADS,), args)
         del op
-    return s, info
+    return (U, s, Vh, info) if vectors else (s, info)
 
 
 def _rotations(app, aqq, apq, tol, rdt):
@@ -115,15 +136,33 @@ def _rotations(app, aqq, apq, tol, rdt):
     return rotate, c, c * t, t
 
 
-def _gesvj_numpy(a, setting: GesvjSetting):
-    """a: (count, l, k) real, l >= k: its columns are orthogonalized (a copy)."""
+def _complete(x, good):
+    """gesvj_complete on one l x k matrix: columns good.. orthonormal to the ones before."""
+    l, k = x.shape
+    for j in range(good, k):
+        for c in range(l):
+            y = np.zeros(l, x.dtype)
+            y[c] = 1
+            for _ in range(2):
+                for jj in range(j):
+                    y -= (x[:, jj] @ y) * x[:, jj]
+            nrm = y @ y
+            if nrm > 1 / (2 * l):
+                x[:, j] = y / np.sqrt(nrm)
+                break
+
+
+def _gesvj_numpy(a, setting: GesvjSetting, vectors: bool):
+    """a: (count, l, k) real, l >= k: its columns are orthogonalized (on a copy).
+    (s, info, Ut, W): Ut (count, l, k) and W (count, k, k) in the order of s (None
+    without vectors), J = Ut diag(s) W^T."""
     rdt = a.dtype
     count, rows, k = a.shape
     nc = setting.cols
     s = np.empty((count, k), rdt)
     info = np.zeros(count, np.int32)
     if count == 0 or k == 0:
-        return s, info
+        return s, info, np.zeros((count, rows, k), rdt), np.zeros((count, k, k), rdt)
     w = np.zeros((count, rows, nc), rdt)
     w[:, :, :k] = a
     bad = ~np.isfinite(w).all(axis=(1, 2))
@@ -131,6 +170,7 @@ def _gesvj_numpy(a, setting: GesvjSetting):
     amax = np.abs(w).max(axis=(1, 2))
     e = np.where(amax > 0, np.frexp(amax)[1], 0).astype(np.int32)
     w = np.ldexp(w, -e[:, None, None]).astype(rdt)
+    v = np.broadcast_to(np.eye(nc, dtype=rdt), (count, nc, nc)).copy()
     tol = rdt.type(np.sqrt(rows) * np.finfo(rdt).eps / 2)
     rounds = [(np.array([pair_p(nc, rho, j) for j in range(nc // 2)]),
                np.array([pair_q(nc, rho, j) for j in range(nc // 2)])) for rho in range(nc - 1)]
@@ -141,7 +181,7 @@ def _gesvj_numpy(a, setting: GesvjSetting):
         if not active.any():
             break
         idx = np.flatnonzero(active)
-        x, nx = w[idx], norm[idx]
+        x, nx, vx = w[idx], norm[idx], v[idx]
         rot_count = np.zeros(len(idx), np.int64)
         for p, q in rounds:
             apq = np.einsum("bij,bij->bj", x[:, :, p], x[:, :, q])
@@ -150,9 +190,10 @@ def _gesvj_numpy(a, setting: GesvjSetting):
             rot_count += rotate.sum(axis=1)
             nx[:, p] = np.where(rotate, np.maximum(app - t * apq, 0), app)
             nx[:, q] = np.where(rotate, np.maximum(aqq + t * apq, 0), aqq)
-            xp_, xq = x[:, :, p], x[:, :, q]
-            x[:, :, p], x[:, :, q] = c[:, None] * xp_ - sn[:, None] * xq, sn[:, None] * xp_ + c[:, None] * xq
-        w[idx] = x
+            for y in (x, vx) if vectors else (x,):
+                yp, yq = y[:, :, p], y[:, :, q]
+                y[:, :, p], y[:, :, q] = c[:, None] * yp - sn[:, None] * yq, sn[:, None] * yp + c[:, None] * yq
+        w[idx], v[idx] = x, vx
         norm[idx] = np.einsum("bij,bij->bj", x, x)
         made[idx] = rot_count
         active[idx] = rot_count > 0
@@ -162,4 +203,16 @@ def _gesvj_numpy(a, setting: GesvjSetting):
     info[:] = np.where(active, made, 0)
     s[bad] = np.nan
     info[bad] = k
-    return s, info
+    if not vectors:
+        return s, info, None, None
+    nk = norm[:, :k]
+    good = nk >= _FLOOR[rdt]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ut = np.where(good[:, None, :], w[:, :, :k] / np.sqrt(np.where(good, nk, 1))[:, None, :], 0).astype(rdt)
+    ut = np.take_along_axis(ut, order[:, None, :], axis=2)
+    wk = np.take_along_axis(v[:, :k, :k], order[:, None, :], axis=2)
+    for b in np.flatnonzero(~good.all(axis=1) & ~bad):
+        _complete(ut[b], int(good[b].sum()))
+    ut[bad] = np.nan
+    wk[bad] = np.nan
+    return s, info, ut, wk

@@ -110,8 +110,12 @@ def svd(A, full_matrices=False, compute_uv=True, *, check=True, setting=None, ge
         True (default): raise for non-convergence or NaN/Inf (synchronizes).
         False: append ``info`` to the result; never synchronizes.
     setting, gebrd_setting
-        As for :func:`svdvals`; with ``compute_uv=True`` only the pipeline
-        applies (a GesvjSetting is a ValueError).
+        As for :func:`svdvals`.  One-sided Jacobi (the GPU default for real
+        matrices up to 32 x 32) accumulates the right factor from its
+        rotations and normalizes the orthogonalized columns into the left one
+        (completing the basis where a column is zero); with
+        ``full_matrices=True`` it serves square matrices only (a GesvjSetting
+        on a non-square one is a ValueError).
 
     Returns
     -------
@@ -199,11 +203,13 @@ def _array(A, uv, full, setting, gebrd_setting):
             return None, S, None, info
         eye = lambda r, c: xp.broadcast_to(xp.eye(r, c, dtype=A.dtype), (*batch, r, c)).copy()  # noqa: E731
         return eye(m, m if full else k), S, eye(n if full else k, n), info
-    jacobi = _jacobi_setting(A, xp, m, n, uv, setting, gebrd_setting)
+    jacobi = _jacobi_setting(A, xp, m, n, uv, full, setting, gebrd_setting)
     if jacobi is not None:
-        from .gesvj import gesvj_values
+        from .gesvj import gesvj
 
-        S, info = gesvj_values(A, jacobi)
+        if uv:
+            return gesvj(A, jacobi, vectors=True)
+        S, info = gesvj(A, jacobi)
         return None, S, None, info
     f = _scale_factors(xp, A, rdt)
     with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
@@ -226,24 +232,27 @@ def _array(A, uv, full, setting, gebrd_setting):
     return U, S, Vh, info
 
 
-def _jacobi_setting(A, xp, m, n, uv, setting, gebrd_setting):
-    """The one-sided Jacobi setting for values of A, or None for the GEBRD pipeline.
+def _jacobi_setting(A, xp, m, n, uv, full, setting, gebrd_setting):
+    """The one-sided Jacobi setting for A, or None for the GEBRD pipeline.
 
-    Forced by a GesvjSetting (values of real matrices that fit it only);
-    chosen by default on the GPU for real matrices a registered setting fits,
-    up to min(m, n) = GESVJ_DEFAULT_MAX_K, unless a BDSQR or GEBRD setting asks
-    for the pipeline."""
+    Forced by a GesvjSetting (real matrices that fit it; with vectors, not
+    full_matrices=True of a non-square matrix, which needs a completed basis);
+    chosen by default on the GPU for the same cases when a registered setting
+    fits, up to min(m, n) = GESVJ_DEFAULT_MAX_K, unless a BDSQR or GEBRD
+    setting asks for the pipeline."""
+    square_or_reduced = not (uv and full and m != n)
     if isinstance(setting, GesvjSetting):
-        if uv:
-            raise ValueError("a GesvjSetting computes singular values only (compute_uv=False or svdvals)")
+        if not square_or_reduced:
+            raise ValueError("a GesvjSetting gives U (m, k) and Vh (k, n); full_matrices=True of a "
+                             "non-square matrix needs the GEBRD pipeline")
         if A.dtype.kind != "f":
             raise ValueError(f"a GesvjSetting takes float32 or float64 matrices, got {A.dtype}")
         if gebrd_setting is not None:
             raise ValueError("gebrd_setting does not apply to a GesvjSetting (no bidiagonalization)")
         return setting
-    if setting is not None or gebrd_setting is not None or uv or xp is np:
+    if setting is not None or gebrd_setting is not None or not square_or_reduced or xp is np:
         return None
-    return choose_gesvj_setting(min(m, n), max(m, n), A.dtype)
+    return choose_gesvj_setting(min(m, n), max(m, n), A.dtype, vectors=uv)
 
 
 def _list(A, uv, full, setting, gebrd_setting):

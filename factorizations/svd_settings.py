@@ -176,24 +176,31 @@ GESVJ_SETTINGS = (
     GesvjSetting(4, 1, 4), GesvjSetting(4, 2, 4), GesvjSetting(4, 4, 4), GesvjSetting(4, 8, 4),
     GesvjSetting(8, 4, 2), GesvjSetting(8, 2, 4), GesvjSetting(8, 4, 4), GesvjSetting(8, 8, 4),
     GesvjSetting(16, 8, 2), GesvjSetting(16, 4, 4), GesvjSetting(16, 8, 4),
-    GesvjSetting(32, 16, 2),
+    GesvjSetting(32, 16, 2), GesvjSetting(32, 32, 1),
 )
 GESVJ_DEFAULT_MAX_K = 32   # the chooser's switch to the GEBRD -> BDSQR pipeline (see choose_gesvj_setting)
 
 
-def choose_gesvj_setting(k: int, length: int, dtype, limit_k: int = GESVJ_DEFAULT_MAX_K):
+# (itemsize, cols, group, rows_per_lane) the chooser skips with vectors: ptxas spills them
+# (double: 0.5-2.8 KB per thread) and they measured 2-4x slower than the next setting.
+_VECTORS_SKIP = {(8, 32, 16, 2), (8, 16, 4, 4), (8, 16, 8, 4), (8, 8, 4, 4)}
+
+
+def choose_gesvj_setting(k: int, length: int, dtype, limit_k: int = GESVJ_DEFAULT_MAX_K, vectors: bool = False):
     """The registered Jacobi setting for min(m, n) = k, max(m, n) = length and a
     real ``dtype``: fewest columns, then fewest lanes; None when none fits, for
     complex types, or for k > ``limit_k``.  Measured on the H100 (32,768 square
     matrices, values, against GEBRD -> BDSQR): Jacobi 9-12x faster at 8x8, 2.4x
     (double) and 3.6x (float) at 32x32, 1.5x (float) at 17x17; even (0.96x) in
-    double at 17x17, 1.17x at 20x20.  A setting holds at most 32 rows."""
+    double at 17x17, 1.17x at 20x20.  A setting holds at most 32 rows.  With
+    ``vectors`` (svd): 20x (8x8) to 4.4x (32x32, double) faster than the pipeline."""
     import numpy as np
 
-    if np.dtype(dtype).kind != "f" or k > limit_k:
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" or k > limit_k:
         return None
     for s in GESVJ_SETTINGS:
-        if s.fits(k, length):
+        if s.fits(k, length) and not (vectors and (dtype.itemsize, s.cols, s.group, s.rows_per_lane) in _VECTORS_SKIP):
             return s
     return None
 

@@ -1,9 +1,10 @@
-"""One-sided Jacobi singular values (GesvjSetting), the LAPACK way, on both backends.
+"""One-sided Jacobi SVD (GesvjSetting), the LAPACK way, on both backends.
 
 Every registered setting is forced at the edges of what it holds (k = cols,
 max(m, n) = rows_max, both orientations, k = 1) on LAPACK's matrix kinds and
 the layouts of strategies.MATRIX_LAYOUTS; values against scipy.linalg.svdvals
-in float64: |s_i - s_ref_i| <= 30 max(m, n) eps s_1 (test_svd's value_ratio).
+in float64: |s_i - s_ref_i| <= 30 max(m, n) eps s_1 (test_svd's value_ratio);
+vectors by LAPACK's residual and orthogonality ratios (test_svd's vector_ratios).
 The NumPy backend runs the same rounds as the kernel (factorizations/gesvj.py).
 """
 
@@ -20,7 +21,7 @@ from batched.factorizations.svd_settings import (GESVJ_SETTINGS, BdsqrSetting, G
                                                  choose_gesvj_setting)
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import MATRIX_LAYOUTS, SETTINGS, arrange
-from test_svd import KINDS, THRESHOLD, matrices, value_ratio
+from test_svd import KINDS, THRESHOLD, matrices, value_ratio, vector_ratios
 
 REAL = (np.float32, np.float64)
 
@@ -58,6 +59,28 @@ def test_every_setting_at_its_edges(xp, setting, dtype):
             assert_unchanged((Ax,), before)
 
 
+@pytest.mark.parametrize("setting", GESVJ_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", REAL, ids=str)
+def test_vectors_of_every_setting_at_its_edges(xp, setting, dtype):
+    rng = np.random.default_rng(setting.cols * 100 + setting.group * 10 + setting.rows_per_lane + 1)
+    for m, n in edge_shapes(setting):
+        for kind in KINDS:
+            A, _ = matrices(rng, (2,), m, n, dtype, kind)
+            Ax = to_xp(xp, A)
+            before = snapshot(Ax)
+            U, S, Vh, info = svd(Ax, setting=setting, check=False)
+            k = min(m, n)
+            assert U.shape == (2, m, k) and Vh.shape == (2, k, n) and U.dtype == np.dtype(dtype)
+            assert not to_np(info).any()
+            assert value_ratio(S, A) <= THRESHOLD
+            ratios = vector_ratios(A, U, S, Vh)
+            assert max(ratios) <= THRESHOLD, (m, n, kind, ratios)
+            assert_unchanged((Ax,), before)
+        if m == n:
+            U, S, Vh = svd(to_xp(xp, A), full_matrices=True, setting=setting)
+            assert max(vector_ratios(A, U, S, Vh)) <= THRESHOLD
+
+
 @given(data=st.data())
 @SETTINGS
 def test_jacobi_property(xp, data):
@@ -74,7 +97,12 @@ def test_jacobi_property(xp, data):
     A, _ = matrices(rng, batch, m, n, dtype, kind)
     Ax = arrange(xp, A, layout)
     before = snapshot(Ax)
-    S, info = svdvals(Ax, setting=setting, check=False)
+    if data.draw(st.booleans(), label="vectors"):
+        U, S, Vh, info = svd(Ax, setting=setting, check=False)
+        assert U.shape == (*batch, m, k) and Vh.shape == (*batch, k, n)
+        assert max(vector_ratios(A, U, S, Vh)) <= THRESHOLD
+    else:
+        S, info = svdvals(Ax, setting=setting, check=False)
     assert S.shape == (*batch, k) and info.shape == batch and not to_np(info).any()
     assert value_ratio(S, A) <= THRESHOLD
     assert_unchanged((Ax,), before)
@@ -91,6 +119,10 @@ def test_nan_stays_in_its_matrix(xp, dtype):
     assert info.tolist() == [0, 7, 7, 0]
     assert np.isnan(S[1:3]).all()
     assert value_ratio(S[[0, 3]], A[[0, 3]]) <= THRESHOLD
+    U, S, Vh, info = (to_np(x) for x in svd(to_xp(xp, A), setting=GesvjSetting(8, 4, 4), check=False))
+    assert info.tolist() == [0, 7, 7, 0]
+    assert np.isnan(U[1:3]).all() and np.isnan(Vh[1:3]).all() and np.isnan(S[1:3]).all()
+    assert max(vector_ratios(A[[0, 3]], U[[0, 3]], S[[0, 3]], Vh[[0, 3]])) <= THRESHOLD
 
 
 def test_too_few_sweeps_is_reported(xp):
@@ -106,8 +138,8 @@ def test_too_few_sweeps_is_reported(xp):
 
 def test_bad_settings(xp):
     A = to_xp(xp, np.ones((2, 5, 5)))
-    with pytest.raises(ValueError, match="values only"):
-        svd(A, setting=GesvjSetting(8, 4, 2))
+    with pytest.raises(ValueError, match="full_matrices=True"):
+        svd(to_xp(xp, np.ones((2, 5, 3))), full_matrices=True, setting=GesvjSetting(8, 4, 2))
     with pytest.raises(ValueError, match="does not fit"):
         svdvals(to_xp(xp, np.ones((2, 9, 9))), setting=GesvjSetting(8, 4, 2))
     with pytest.raises(ValueError, match="float32 or float64"):
@@ -130,10 +162,14 @@ def test_chooser():
     assert choose_gesvj_setting(33, 33, np.float64) is None
     assert choose_gesvj_setting(8, 33, np.float64) is None
     assert choose_gesvj_setting(8, 8, np.complex128) is None
+    assert choose_gesvj_setting(32, 32, np.float64, vectors=True) == GesvjSetting(32, 32, 1)
+    assert choose_gesvj_setting(32, 32, np.float32, vectors=True) == GesvjSetting(32, 16, 2)
     for k in range(1, 33):
         for length in range(k, 33):
-            s = choose_gesvj_setting(k, length, np.float32)
-            assert s in GESVJ_SETTINGS and s.fits(k, length)
+            for dtype in REAL:
+                for vectors in (False, True):
+                    s = choose_gesvj_setting(k, length, dtype, vectors=vectors)
+                    assert s in GESVJ_SETTINGS and s.fits(k, length)
 
 
 def test_numpy_twin_needs_a_fitting_setting():
@@ -160,6 +196,9 @@ def test_default_path_on_many_matrices(xp, dtype, n):
     assert value_ratio(S[::97], A[::97]) <= THRESHOLD
     P = to_np(svdvals(xp.asarray(A[-500:]), setting=BdsqrSetting(1, 128)))
     assert np.abs(P - S[-500:]).max() <= THRESHOLD * n * np.finfo(dtype).eps * P[:, 0].max()
+    U, S2, Vh, info = svd(xp.asarray(A), check=False)
+    assert not to_np(info).any() and np.array_equal(to_np(S2), S)
+    assert max(vector_ratios(A[::97], to_np(U)[::97], S[::97], to_np(Vh)[::97])) <= THRESHOLD
 
 
 @pytest.mark.gpu
@@ -172,3 +211,5 @@ def test_gpu_matches_numpy_twin(xp):
         g = to_np(svdvals(xp.asarray(A), setting=s))
         c = svdvals(A, setting=s)
         assert np.abs(g - c).max() <= 10 * s.rows_max * np.finfo(np.float64).eps * c[:, 0].max()
+        U, S, Vh = svd(xp.asarray(A), setting=s)
+        assert max(vector_ratios(A, U, S, Vh)) <= THRESHOLD

@@ -394,7 +394,7 @@ def section_svd():
 
 
 def section_gesvj():
-    # one-sided Jacobi values: every registered setting at its limits (k = cols, length =
+    # one-sided Jacobi values and vectors: every registered setting at its limits (k = cols, length =
     # rows_max, both orientations) and below (k in 0/1, odd k); batch 1 and 65,537 with
     # the default chooser at k = 31/32/33 (33 goes to the pipeline); NaN in one matrix;
     # max_sweeps = 0 (info, no endless loop).
@@ -404,16 +404,22 @@ def section_gesvj():
             for m, n in {(s.rows_max, s.cols), (s.cols, s.rows_max), (1, 1), (s.cols - 1, s.cols - 1),
                          (s.rows_max, 1)}:
                 bt.svdvals(rand((3, m, n), dtype), setting=s, check=False)
-                checks += 1
+                bt.svd(rand((3, m, n), dtype), setting=s, check=False)
+                checks += 2
         for k in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
                 bt.svdvals(rand((batch, k, k), dtype), check=False)
+                if k <= 32:   # 33 is the pipeline's (section svd)
+                    bt.svd(rand((batch, k, k), dtype), check=False)
+                    checks += 1
                 checks += 1
         A = rand((5, 16, 16), dtype)
         A[2, 3, 4] = np.nan
+        A[3] = 0   # every column below the floor: the completed basis
         bt.svdvals(A, check=False)
+        bt.svd(A, check=False)
         bt.svdvals(A, setting=bt.GesvjSetting(16, 8, 2, max_sweeps=0), check=False)
-        checks += 2
+        checks += 3
 
 
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv,
