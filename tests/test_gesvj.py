@@ -197,7 +197,8 @@ def test_default_path_on_many_matrices(xp, dtype, n):
     P = to_np(svdvals(xp.asarray(A[-500:]), setting=BdsqrSetting(1, 128)))
     assert np.abs(P - S[-500:]).max() <= THRESHOLD * n * np.finfo(dtype).eps * P[:, 0].max()
     U, S2, Vh, info = svd(xp.asarray(A), check=False)
-    assert not to_np(info).any() and np.array_equal(to_np(S2), S)
+    assert not to_np(info).any()   # the chooser may pick another setting with vectors: equal to rounding
+    assert np.abs(to_np(S2) - S).max() <= THRESHOLD * n * np.finfo(dtype).eps * S[:, 0].max()
     assert max(vector_ratios(A[::97], to_np(U)[::97], S[::97], to_np(Vh)[::97])) <= THRESHOLD
 
 
