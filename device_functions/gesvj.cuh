@@ -231,10 +231,16 @@ __device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R
         const R ip = sh.inv_scale[p][grp], iq = sh.inv_scale[q][grp], inv_c = (R(1) + t * t) * c;
         rot.tp = t * dq * ip;
         rot.tq = t * dp * iq;
-        sh.scale[p][grp] = c * dp;
-        sh.scale[q][grp] = c * dq;
-        sh.inv_scale[p][grp] = inv_c * ip;
-        sh.inv_scale[q][grp] = inv_c * iq;
+        // new d and 1 / d; a Newton step keeps d (1 / d) = 1 to rounding over a sweep's
+        // rotations (the rotation is orthogonal only as far as tp tq = t^2 d_p d_q ip iq holds)
+        const R np = c * dp, nq = c * dq;
+        R jp = inv_c * ip, jq = inv_c * iq;
+        jp = fma(jp, fma(-np, jp, R(1)), jp);
+        jq = fma(jq, fma(-nq, jq, R(1)), jq);
+        sh.scale[p][grp] = np;
+        sh.scale[q][grp] = nq;
+        sh.inv_scale[p][grp] = jp;
+        sh.inv_scale[q][grp] = jq;
         sh.norm[p][grp] = bd_max(app - t * apq, R(0));
         sh.norm[q][grp] = bd_max(aqq + t * apq, R(0));
       }

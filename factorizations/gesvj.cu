@@ -25,8 +25,16 @@
 
 constexpr int GESVJ_THREADS = 128;
 
+// Blocks per SM that ptxas must make room for (a register cap): float values with at
+// most 32 matrix elements per lane fit 5 blocks (96 registers) without spilling; the
+// rest need their registers.
+#define GESVJ_FLOAT_MIN_BLOCKS 5
+template <typename R, int NC, int RP, bool VECT> __host__ __device__ constexpr int gesvj_min_blocks() {
+  return sizeof(R) == 4 && !VECT && NC * RP <= 32 ? GESVJ_FLOAT_MIN_BLOCKS : 1;
+}
+
 template <class MatA, int NC, int G, int RP, bool VECT>
-__global__ void __launch_bounds__(GESVJ_THREADS)
+__global__ void __launch_bounds__(GESVJ_THREADS, (gesvj_min_blocks<typename MatA::value_type, NC, RP, VECT>()))
 gesvj_kernel(MatA A, typename MatA::value_type* s_out, long long s_ld, int* info, long long count, int max_sweeps,
              typename MatA::value_type* ut, long long ut_stride, long long ut_rs, long long ut_cs,
              typename MatA::value_type* w, long long w_stride, long long w_rs, long long w_cs) {
