@@ -141,6 +141,23 @@ __device__ __forceinline__ bool gesvj_rotation(R app, R aqq, R apq, R tol, R& c,
   return rotate;
 }
 
+// This lane's share of column p . column q (its rows).
+template <int RP, int NC, typename R> __device__ __forceinline__ R gesvj_lane_dot(const R (&a)[RP][NC], int p, int q) {
+  R v = R(0);
+#pragma unroll
+  for (int r = 0; r < RP; ++r) v = fma(a[r][p], a[r][q], v);
+  return v;
+}
+
+// The group's sum of row k of the partial sums (its lanes from first_lane on).
+template <int G, typename R, class Shared>
+__device__ __forceinline__ R gesvj_group_sum(const Shared& sh, int k, int first_lane) {
+  R v = R(0);
+#pragma unroll
+  for (int l = 0; l < G; ++l) v += sh.part[k][first_lane + l];
+  return v;
+}
+
 // Squared norms of the NC columns into sh.norm[.][grp] (every lane's partial sums
 // through sh.part), and the column scales reset to one.  Ends after a g.sync():
 // the norms are visible to the group.
@@ -148,21 +165,13 @@ template <int G, int NC, int RP, typename R, class Shared>
 __device__ __forceinline__ void gesvj_column_norms(ThreadGroup<G> g, int grp, const R (&a)[RP][NC], Shared& sh) {
   const int tid = threadIdx.x, base = tid - g.rank;
 #pragma unroll
-  for (int j = 0; j < NC; ++j) {
-    R v = R(0);
-#pragma unroll
-    for (int r = 0; r < RP; ++r) v = fma(a[r][j], a[r][j], v);
-    sh.part[j][tid] = v;
-  }
+  for (int j = 0; j < NC; ++j) sh.part[j][tid] = gesvj_lane_dot(a, j, j);
   g.sync();
 #pragma unroll
   for (int t = 0; t < (NC + G - 1) / G; ++t) {
     const int j = g.rank + G * t;
     if (j < NC) {
-      R v = R(0);
-#pragma unroll
-      for (int l = 0; l < G; ++l) v += sh.part[j][base + l];
-      sh.norm[j][grp] = v;
+      sh.norm[j][grp] = gesvj_group_sum<G, R>(sh, j, base);
       sh.scale[j][grp] = R(1);
       sh.inv_scale[j][grp] = R(1);
     }
@@ -205,13 +214,7 @@ __device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R
   int made = 0;
   // this lane's share of every pair's dot product
 #pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int p = gesvj_pair_p(NC, RR, k), q = gesvj_pair_q(NC, RR, k);
-    R v = R(0);
-#pragma unroll
-    for (int r = 0; r < RP; ++r) v = fma(a[r][p], a[r][q], v);
-    sh.part[k][tid] = v;
-  }
+  for (int k = 0; k < P; ++k) sh.part[k][tid] = gesvj_lane_dot(a, gesvj_pair_p(NC, RR, k), gesvj_pair_q(NC, RR, k));
   g.sync();
   // lane rank decides the pairs rank, rank + G, ... (in column numbers)
 #pragma unroll
@@ -219,9 +222,7 @@ __device__ __forceinline__ int gesvj_round(ThreadGroup<G> g, int grp, int rho, R
     const int k = g.rank + G * u;
     if (k < P) {
       const int p = gesvj_pair_p(NC, rho, k), q = gesvj_pair_q(NC, rho, k);
-      R dot = R(0);
-#pragma unroll
-      for (int l = 0; l < G; ++l) dot += sh.part[k][base + l];
+      const R dot = gesvj_group_sum<G, R>(sh, k, base);
       const R dp = sh.scale[p][grp], dq = sh.scale[q][grp];
       const R apq = dot * dp * dq, app = sh.norm[p][grp], aqq = sh.norm[q][grp];
       GesvjRotation<R> rot{R(0), R(0)};

@@ -1,4 +1,4 @@
-"""Singular values of many small real matrices by one-sided Jacobi (a take on LAPACK xGESVJ).
+"""SVD of many small real matrices by one-sided Jacobi (a take on LAPACK xGESVJ).
 
 The algorithm (both backends)
 -----------------------------
@@ -23,7 +23,14 @@ columns of length l = max(m, n), padded with zero columns to an even count
   updated by each rotation (app - t apq, aqq + t apq) within it; convergence is
   a sweep without a rotation, so its test used exact norms throughout.
 * At most ``max_sweeps`` sweeps (30, xGESVJ's NSWEEP); info > 0 (the rotations
-  of the last sweep) when they did not converge.  NaN/Inf: NaN values, info = k.
+  of the last sweep) when they did not converge.  NaN/Inf: NaN values (and
+  vectors), info = k.
+* Vectors: the rotations also go to W (identity at the start), so J = Ut
+  diag(s) W^T with Ut the normalized columns, in the order of s.  A column
+  that ends below the floor (an exact zero) gets an orthonormal completion
+  instead: the first unit vector whose part orthogonal to the columns before
+  it (Gram-Schmidt, twice) has squared norm above 1 / (2 l).  Then (U, Vh) =
+  (Ut, W^T) when J = A and (W, Ut^T) when J = A^T.
 
 The GPU kernel (``gesvj.cu``, ``device_functions/gesvj.cuh``) keeps a matrix
 in the registers of a group of lanes (rows spread over the lanes), does the
@@ -88,11 +95,6 @@ def gesvj(A, setting: GesvjSetting, vectors: bool = False):
         U, Vh = (ut, np.swapaxes(w, -1, -2)) if tall else (w, np.swapaxes(ut, -1, -2))
         return U.reshape(*batch, m, min(m, n)), s, Vh.reshape(*batch, min(m, n), n), info
     return _gesvj_cupy(A, batch, m, n, setting, vectors)
-
-
-def gesvj_values(A, setting: GesvjSetting):
-    """(s, info): :func:`gesvj` without vectors."""
-    return gesvj(A, setting)
 
 
 def _gesvj_cupy(A, batch, m, n, setting, vectors):

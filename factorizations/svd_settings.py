@@ -143,10 +143,11 @@ GESVJ_THREADS = 128      # gesvj.cu's block
 
 @dataclass(frozen=True)
 class GesvjSetting:
-    """One-sided Jacobi for the singular values (``factorizations/gesvj.cu``):
-    ``group`` lanes hold a matrix of at most ``cols`` columns (even; the
-    Jacobi's columns are min(m, n)) and ``group * rows_per_lane`` rows
-    (max(m, n)) in registers; at most ``max_sweeps`` sweeps (info > 0 past them)."""
+    """One-sided Jacobi SVD (``factorizations/gesvj.cu``; values, or values and
+    vectors): ``group`` lanes hold a matrix of at most ``cols`` columns (even;
+    the Jacobi's columns are min(m, n)) and ``group * rows_per_lane`` rows
+    (max(m, n)) in registers, and with vectors the accumulated cols x cols
+    right factor beside it; at most ``max_sweeps`` sweeps (info > 0 past them)."""
 
     cols: int
     group: int

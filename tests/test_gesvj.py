@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batched.factorizations.gesvj import gesvj_values, pair_p, pair_q
+from batched.factorizations.gesvj import gesvj, pair_p, pair_q
 from batched.factorizations.svd import svd, svdvals
 from batched.factorizations.svd_settings import (GESVJ_SETTINGS, BdsqrSetting, GesvjSetting,
                                                  choose_gesvj_setting)
@@ -174,7 +174,7 @@ def test_chooser():
 
 def test_numpy_twin_needs_a_fitting_setting():
     with pytest.raises(ValueError, match="does not fit"):
-        gesvj_values(np.ones((1, 5, 40)), GesvjSetting(8, 8, 4))
+        gesvj(np.ones((1, 5, 40)), GesvjSetting(8, 8, 4))
 
 
 # --- GPU only ------------------------------------------------------------------------------------------
