@@ -22,7 +22,7 @@ gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H
 qr, lstsq             Householder QR; minimum-norm least squares by the SVD (any shape and rank)
 geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
 svd, svdvals          batched SVD (NumPy's (U, S, Vh) order) and singular values: GEBRD -> ORGBR -> BDSQR;
-                      values of small real matrices by one-sided Jacobi on the GPU (GesvjSetting)
+                      small real matrices (up to 32 x 32) by one-sided Jacobi on the GPU (GesvjSetting)
 bdsqr                 SVD of real bidiagonal matrices, rotations applied to u / vt; BdsqrSetting
 
 Every routine above also accepts a ``dask.array.Array`` chunked along the batch

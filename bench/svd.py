@@ -4,9 +4,9 @@ Cases (the issue's list): C-ordered random (batch, n, n) matrices, float64 and
 float32; n = 8, 16, 32 with 32,768 matrices and n = 64, 128 with 1,024 and 256.
 ``trans`` in a row is "V" (values: ``svdvals``) or "UV" (``svd``,
 full_matrices=False).  ``--sweep`` also times ours with every BdsqrSetting
-(the GEBRD -> BDSQR pipeline; values: a thread or a warp per matrix) and, for
-values, every GesvjSetting that fits (one-sided Jacobi; the default for real
-matrices up to 32 x 32).
+(the GEBRD -> BDSQR pipeline; values: a thread or a warp per matrix) and every
+GesvjSetting that fits (one-sided Jacobi, values and vectors; the default for
+real matrices up to 32 x 32).
 
 Peers: ``torch`` = torch.linalg.svdvals / torch.linalg.svd(full_matrices=False)
 (left out without PyTorch); ``cupy`` = cupy.linalg.svd(compute_uv=False /

@@ -1,6 +1,6 @@
-// gesvj.cuh: one-sided Jacobi (Hestenes) singular values of ONE small real
-// matrix held in the registers of a group of G lanes (LAPACK xGESVJ's rotation
-// and convergence test, without its preconditioning or blocking).
+// gesvj.cuh: one-sided Jacobi (Hestenes) SVD of ONE small real matrix held in
+// the registers of a group of G lanes (LAPACK xGESVJ's rotation and convergence
+// test, without its preconditioning or blocking).
 //
 // The columns of the matrix are made orthogonal by plane rotations from the
 // right; once no pair (p, q) has |a_p . a_q| > tol |a_p| |a_q|, the column
@@ -11,8 +11,9 @@
 // Threads:  a ThreadGroup<G> (G a power of two <= 32; 32 / G groups share a warp).
 //           Lane `rank` holds rows rank + G r (r < RP) of the NC (padded) columns
 //           in registers: a[r][j]; with vectors also rows rank + G r (r < RV) of the
-//           accumulated right factor W (NC x NC, identity at the start): v[r][j].  Rows and columns past the matrix are zero, and
-//           stay zero (a zero column is never rotated).
+//           accumulated right factor W (NC x NC, identity at the start): v[r][j].
+//           Rows and columns past the matrix are zero, and stay zero (a zero
+//           column is never rotated).
 // Shared:   GesvjShared<R, NC, THREADS, GROUPS>, one per block; a group uses its own
 //           column (threadIdx.x for the partial sums, the group's index otherwise).
 // Rotations: "fast" (scaled) ones: column j is d_j times the registers' column, so a
@@ -299,9 +300,7 @@ __device__ __forceinline__ int gesvj_sweep(ThreadGroup<G> g, int grp, R (&a)[RP]
 #pragma unroll
       for (int r = 0; r < RV; ++r) v[r][j] *= dj;
   }
-#pragma unroll
-  for (int d = G / 2; d >= 1; d /= 2) made += __shfl_xor_sync(g.lanes(), made, d);
-  return made;
+  return butterfly_sum<1, G>(made, g.lanes());
 }
 
 // Orthonormal completion: columns good..cols-1 of the l x cols matrix X (element

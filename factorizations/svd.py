@@ -6,9 +6,9 @@ P^H (:func:`orgbr`) when vectors are wanted, run the bidiagonal QR
 (:func:`bdsqr`) applying its rotations to them, and scale the values back.
 Each stage is one batched launch over every matrix on the GPU (no host round
 trip unless ``check=True`` asks for the info), or vectorized NumPy on the CPU.
-For the values of small real matrices (up to 32 x 32) the GPU default is one
-launch of one-sided Jacobi instead (:mod:`.gesvj`: no bidiagonal form, the
-matrix in registers, the scaling inside the kernel).
+For small real matrices (up to 32 x 32; values, or values and vectors) the GPU
+default is one launch of one-sided Jacobi instead (:mod:`.gesvj`: no bidiagonal
+form, the matrix in registers, the scaling inside the kernel).
 """
 
 from __future__ import annotations

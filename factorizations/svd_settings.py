@@ -135,7 +135,7 @@ def check_bdsqr_setting(setting) -> None:
         raise ValueError(f"setting {setting!r}: maxitr must be a non-negative int")
 
 
-# --- one-sided Jacobi (values of small real matrices) ------------------------------------------
+# --- one-sided Jacobi (values and vectors of small real matrices) -------------------------------
 
 MAX_SWEEPS = 30          # LAPACK xGESVJ's NSWEEP
 GESVJ_THREADS = 128      # gesvj.cu's block
@@ -189,7 +189,8 @@ _VECTORS_SKIP = {(8, 32, 16, 2), (8, 16, 4, 4), (8, 16, 8, 4), (8, 8, 4, 4)}
 
 def choose_gesvj_setting(k: int, length: int, dtype, limit_k: int = GESVJ_DEFAULT_MAX_K, vectors: bool = False):
     """The registered Jacobi setting for min(m, n) = k, max(m, n) = length and a
-    real ``dtype``: fewest columns, then fewest lanes; None when none fits, for
+    real ``dtype``: the first in GESVJ_SETTINGS that fits (with ``vectors``, that
+    ptxas does not spill); None when none fits, for
     complex types, or for k > ``limit_k``.  Measured on the H100 (32,768 square
     matrices, values, against GEBRD -> BDSQR): Jacobi 9-12x faster at 8x8, 2.4x
     (double) and 3.6x (float) at 32x32, 1.5x (float) at 17x17; even (0.96x) in
