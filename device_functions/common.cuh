@@ -80,6 +80,26 @@ template <int SIZE> struct ThreadGroup {
   }
 };
 
+// f(i, j) for each element of an m x n block that `g`'s rank owns when the
+// elements are dealt out in column-major order, element i + j m to rank
+// (i + j m) % G: the order of `for (e = rank; e < m n; e += G)`, with one division
+// at the start instead of one per element.
+template <int G, class F>
+__device__ __forceinline__ void for_each_element(ThreadGroup<G> g, int m, int n, F f) {
+  if (m <= 0) return;
+  const int dj = G / m, di = G - dj * m;
+  int j = g.rank / m, i = g.rank - j * m;
+  while (j < n) {
+    f(i, j);
+    i += di;
+    j += dj;
+    if (i >= m) {
+      i -= m;
+      ++j;
+    }
+  }
+}
+
 // Sum of v over the lanes rank % STRIDE_SPAN ... of a group: a butterfly over
 // lane distances FIRST, 2*FIRST, ..., FIRST*(COUNT/2) (COUNT a power of two,
 // FIRST*COUNT <= 32).  Every lane ends with the sum.

@@ -127,7 +127,6 @@ template <int DIM_X, int DIM_Y> __host__ __device__ constexpr int larf_work_elem
 template <typename T, int DIM_X, int DIM_Y>
 __device__ void larf_left(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* v, long long incv,
                           T tau, T* C, long long ldc, T* w, T* gemv_work) {
-  constexpr int G = DIM_X * DIM_Y;
   if (tau == T(0) || m <= 0 || n <= 0) {
     g.sync();
     return;
@@ -135,11 +134,7 @@ __device__ void larf_left(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* v
   gemv_t<T, DIM_X, DIM_Y>(g, m, n, C, ldc, v, incv, true, gemv_work,
                           [&](int j, T r) { w[j] = r; });
   g.sync();  // w complete
-  const int total = m * n;
-  for (int e = g.rank; e < total; e += G) {
-    const int j = e / m, i = e - j * m;
-    C[i + j * ldc] -= tau * v[i * incv] * conj_if(w[j], true);
-  }
+  for_each_element(g, m, n, [&](int i, int j) { C[i + j * ldc] -= tau * v[i * incv] * conj_if(w[j], true); });
   g.sync();
 }
 
@@ -150,7 +145,6 @@ __device__ void larf_left(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* v
 template <typename T, int DIM_X, int DIM_Y>
 __device__ void larf_right(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* v, long long incv,
                            T tau, T* C, long long ldc, T* w, T* gemv_work) {
-  constexpr int G = DIM_X * DIM_Y;
   if (tau == T(0) || m <= 0 || n <= 0) {
     g.sync();
     return;
@@ -158,11 +152,7 @@ __device__ void larf_right(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* 
   gemv_n<T, DIM_X, DIM_Y>(g, m, n, C, ldc, v, incv, false, gemv_work,
                           [&](int i, T r) { w[i] = r; });
   g.sync();  // w complete
-  const int total = m * n;
-  for (int e = g.rank; e < total; e += G) {
-    const int j = e / m, i = e - j * m;
-    C[i + j * ldc] -= tau * w[i] * conj_if(v[j * incv], true);
-  }
+  for_each_element(g, m, n, [&](int i, int j) { C[i + j * ldc] -= tau * w[i] * conj_if(v[j * incv], true); });
   g.sync();
 }
 

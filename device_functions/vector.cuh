@@ -21,8 +21,9 @@ namespace bdf {
 template <typename T> struct real_of { using type = T; };
 template <typename R> struct real_of<complex<R>> { using type = R; };
 
-// Bytes of `work` a reduction by `group` threads needs: per warp, three partial sums
-// of nrm2 or one (value, index) pair of iamax or one complex<double> of dot.
+// Bytes of `work` a reduction by `group` threads may use: 48 per warp (nrm2's pair of
+// partial sums, iamax's (value, index) pair and dot's complex<double> take 16 of them;
+// the planners in Python count the same 48).
 __host__ __device__ constexpr int vector_work_bytes(int group) { return group > 32 ? (group / 32) * 48 : 0; }
 
 template <typename T> __device__ __forceinline__ T real_part(T a) { return a; }
@@ -90,7 +91,25 @@ template <typename R> __device__ R blue_combine(R big, R med, R sml) {
   return sqrt(med);
 }
 
+// Two sums reduced together: one exchange (one pair of barriers) instead of two.
+template <typename R> struct SumPair {
+  R a, b;
+  __device__ __forceinline__ SumPair& operator+=(const SumPair& o) {
+    a += o.a;
+    b += o.b;
+    return *this;
+  }
+};
+template <typename R>
+__device__ __forceinline__ SumPair<R> shfl_xor(SumPair<R> v, int lane_mask, unsigned mask) {
+  return {shfl_xor(v.a, lane_mask, mask), shfl_xor(v.b, lane_mask, mask)};
+}
+
 // bdf::nrm2: sqrt(sum |x_i|^2), overflow- and underflow-safe like LAPACK's xNRM2.
+// The group reduces the mid-range sum together with big + sml; only when some
+// entry fell outside [tsml, tbig] (big + sml > 0, the same in every thread) are
+// big and sml reduced apart for Blue's combination, so the usual case costs one
+// reduction instead of three.
 template <int G, typename T>
 __device__ typename real_of<T>::type nrm2(ThreadGroup<G> g, int n, const T* x, long long incx,
                                           unsigned char* work) {
@@ -101,12 +120,11 @@ __device__ typename real_of<T>::type nrm2(ThreadGroup<G> g, int n, const T* x, l
     blue_add(real_part(v), big, med, sml);
     if constexpr (is_complex_v<T>) blue_add(imag_part(v), big, med, sml);
   }
-  R* w = reinterpret_cast<R*>(work);
-  const int warps = G > 32 ? G / 32 : 1;
-  big = group_sum(g, big, w);
-  med = group_sum(g, med, w + warps);
-  sml = group_sum(g, sml, w + 2 * warps);
-  return blue_combine(big, med, sml);
+  auto* w = reinterpret_cast<SumPair<R>*>(work);
+  const SumPair<R> sums = group_sum(g, SumPair<R>{med, big + sml}, w);
+  if (sums.b == R(0)) return sqrt(sums.a);  // also carries a NaN (blue_add puts it into med)
+  const SumPair<R> ends = group_sum(g, SumPair<R>{big, sml}, w);
+  return blue_combine(ends.a, sums.a, ends.b);
 }
 
 // bdf::dot: sum op(x_i) y_i with op = conj when `conj` (dotc), identity otherwise.

@@ -128,17 +128,11 @@ gebrd_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_ma
     const long long lda = A.ldim(b);
     T* a = A.matrix(b);
     if (STAGE) {
-      for (int e = g.rank; e < m * n; e += G) {
-        const int j = e / m, i = e - j * m;
-        sa[e] = a[i + j * lda];
-      }
+      bdf::for_each_element(g, m, n, [&](int i, int j) { sa[i + j * m] = a[i + j * lda]; });
       g.sync();
       gebd2<T, DIM_X, DIM_Y>(g, m, n, sa, m, D.vector(b), E.vector(b), TQ.vector(b), TP.vector(b),
                                          w, gw, vwork);
-      for (int e = g.rank; e < m * n; e += G) {
-        const int j = e / m, i = e - j * m;
-        a[i + j * lda] = sa[e];
-      }
+      bdf::for_each_element(g, m, n, [&](int i, int j) { a[i + j * lda] = sa[i + j * m]; });
       g.sync();  // sa is refilled for the next matrix
     } else {
       gebd2<T, DIM_X, DIM_Y>(g, m, n, a, lda, D.vector(b), E.vector(b), TQ.vector(b), TP.vector(b),
@@ -285,10 +279,7 @@ orgbr_kernel(MatA A, MatO O, VecT TAU, long long count, int len_max) {
     T* o = O.matrix(b);
     const T* tau = TAU.vector(b);
     const int orows = O.rows(b), ocols = O.cols(b);
-    for (int e = g.rank; e < orows * ocols; e += G) {
-      const int j = e / orows, i = e - j * orows;
-      o[i + j * ldo] = T(i == j ? 1 : 0);
-    }
+    bdf::for_each_element(g, orows, ocols, [&](int i, int j) { o[i + j * ldo] = T(i == j ? 1 : 0); });
     // Reflector count and shift: Q has min(m, n) reflectors at shift 0 when m >= n, else
     // m - 1 at shift 1; P has n - 1 at shift 1 when m >= n, else m at shift 0.
     const bool tall = m >= n;

@@ -101,22 +101,20 @@ class GebrdSetting:
 # best for GEBRD) and nb = 32 for the comparison (a blocked instantiation takes
 # 4-8 s to compile, about five times a staged one).
 _SHAPES = ((8, 4), (16, 4), (32, 4), (32, 8))
-STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in _SHAPES)
+STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in (*_SHAPES, (32, 16)))
 BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 32))
 GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS)
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 
-# First guesses, unmeasured (TODO(#6): bench/gebrd.py measures the switch-over):
-# the paper switches from big-tile to the classic blocked design near n = 128
-# (K40c); the panel width 16 is its best for GEBRD.
-BLOCKED_FROM = 128
+# The panel width 16 is the paper's best for GEBRD, and measured so here
+# (bench/gebrd.py --sweep, H100: nb = 16 beats 32 by 5-10 % from 192 to 512).
 DEFAULT_BLOCKED = GebrdSetting(32, 8, False, 16)
 
 
 def _threads_for(dim: int) -> tuple[int, int]:
-    """Thread shape for the largest dimension: about one thread per row of the
-    GEMV up to 128 threads, eight warps beyond."""
+    """ORGBR's thread shape for the largest dimension: about one thread per row
+    of the GEMV up to 128 threads, eight warps beyond."""
     if dim <= 16:
         return 8, 4
     if dim <= 48:
@@ -126,25 +124,46 @@ def _threads_for(dim: int) -> tuple[int, int]:
     return 32, 8
 
 
+def _staged_shape(dim: int, itemsize: int) -> tuple[int, int]:
+    """The big-tile thread shape for the largest dimension, as measured on the H100
+    (scratch sweeps of every setting on 64 MiB of float64 / float32 matrices,
+    session 16): the sweep is bound by its barriers' latency, so small matrices
+    want small blocks, more of them per SM: 8 x 4 up to 32 (1.4x faster than
+    16 x 4 there), 16 x 4 up to 64; past that one or two blocks fit per SM and
+    larger blocks win: 32 x 8 (float32 32 x 4 up to 96), and 32 x 16 past 128
+    (1.04x at 160 in float64, 1.13-1.2x at 192, 256 x 128 and 320 x 160 in
+    float32).  32 x 32 was slower everywhere (not registered)."""
+    if dim <= 32:
+        return 8, 4
+    if dim <= 64:
+        return 16, 4
+    if dim <= 96 and itemsize == 4:
+        return 32, 4
+    if dim <= 128:
+        return 32, 8
+    return 32, 16
+
+
 def choose_gebrd_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> GebrdSetting:
     """Default setting for the largest (m, n) of a batch.
 
     * big-tile (staged) while the matrix fits into the device's opt-in shared
       memory (227 KiB on H100: square up to n = 166 in float64, 117 in
-      complex128) and min(m, n) < BLOCKED_FROM = 128: each of the 2 min(m, n)
-      GEMVs of the sweep reads shared memory; tall and wide matrices stay
-      big-tile whatever their length, as in the paper;
+      complex128, 238 in float32), tall and wide too: on the H100 it beats the blocked design
+      wherever it fits (2.0x at 128 and 160 in float64, 1.9x at 192 in
+      float32), so there is no switch-over by size as in the paper (K40c, 128);
+      the thread shape by :func:`_staged_shape`, or one with half the threads
+      where that one's GEMV work does not fit beside the matrix;
     * blocked (LABRD panels of 16 + GEMM trailing update, 256 threads) beyond;
       on narrow matrices (min(m, n) <= 16) too long for shared memory that is
       the unblocked sweep in device memory (no panel).
-    The switch-over at 128 is the paper's (K40c), not measured here yet:
-    ``bench/gebrd.py --switch`` times staged against blocked at n = 64..512.
     """
-    x, y = _threads_for(max(m, n))
-    staged = GebrdSetting(x, y, True)
-    fits = staged.smem_bytes(m, n, itemsize) <= smem_limit
-    if fits and min(m, n) < BLOCKED_FROM:
-        return staged
+    x, y = _staged_shape(max(m, n), itemsize)
+    for s in sorted(STAGED_SETTINGS, key=lambda s: -s.threads):
+        # Half the threads at most: smaller blocks lose to the blocked design there
+        # (8 x 4 and 16 x 4 at 160 took 1.9x and 1.1x its time).
+        if x * y // 2 <= s.threads <= x * y and s.smem_bytes(m, n, itemsize) <= smem_limit:
+            return s
     return DEFAULT_BLOCKED
 
 

@@ -365,8 +365,15 @@ def test_chooser_and_plan():
     assert s.stage and s.threads == 32
     assert choose_gebrd_setting(64, 64, 8).stage
     assert choose_gebrd_setting(127, 127, 8).stage
-    # the classic blocked design from n = 128 (the paper's switch-over, unmeasured here)
-    assert choose_gebrd_setting(128, 128, 8) == GebrdSetting(32, 8, False, 16)
+    # big-tile wherever it fits (measured faster than the blocked design there), with
+    # the measured thread shapes; the blocked design beyond
+    assert choose_gebrd_setting(32, 32, 8) == GebrdSetting(8, 4, True)
+    assert choose_gebrd_setting(64, 64, 4) == GebrdSetting(16, 4, True)
+    assert choose_gebrd_setting(96, 96, 4) == GebrdSetting(32, 4, True)
+    assert choose_gebrd_setting(128, 128, 8) == GebrdSetting(32, 8, True)
+    assert choose_gebrd_setting(160, 160, 8) == GebrdSetting(32, 16, True)
+    assert choose_gebrd_setting(166, 166, 8) == GebrdSetting(32, 8, True)  # 32 x 16's GEMV work does not fit
+    assert choose_gebrd_setting(167, 167, 8) == GebrdSetting(32, 8, False, 16)
     big = choose_gebrd_setting(300, 300, 8)
     assert big.blocked and not big.stage and big.threads == 256 and big.nb == 16
     # tall / wide stay big-tile while they fit, whatever their length

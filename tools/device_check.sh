@@ -18,6 +18,10 @@
 set -u
 OUT=${OUT:-/tmp/device_check}
 mkdir -p "$OUT"
+# Two BLAS threads per process: under pytest -n N every worker's NumPy would start
+# one per core (16 x N threads on 16 cores); the complex 512 x 512 GEBRD tests
+# took over 300 s each that way, against 9 s with two.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
 # A kernel cache built here (tools/warm_kernels.py --arch sm_90) and carried along,
 # as kernel_cache.tar.xz (about 11 MB against 98 MB: carry takes 64 MiB in all).
 if [ ! -d kernel_cache ] && [ -f kernel_cache.tar.xz ]; then tar -xJf kernel_cache.tar.xz; fi
