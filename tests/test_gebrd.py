@@ -426,7 +426,7 @@ def _unblocked_reference(A):
     by a few units of roundoff (the sensitivity of the reduction itself: near-
     degenerate trailing blocks amplify rounding in the last reflectors, whatever the
     algorithm)."""
-    a = np.array(A, copy=True)
+    a = np.array(A, copy=True, order="C")  # reshaped below as a view (see test_lu.permute_rows)
     ref = (a, *_gebd2_numpy(a.reshape(-1, *A.shape[-2:])))
     spread = [0.0] * len(ref)
     for seed in (12345, 2, 3):   # the largest move of three perturbations (one underestimated it)
