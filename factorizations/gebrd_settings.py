@@ -107,8 +107,10 @@ GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS)
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 
-# The panel width 16 is the paper's best for GEBRD, and measured so here
-# (bench/gebrd.py --sweep, H100: nb = 16 beats 32 by 5-10 % from 192 to 512).
+# The panel width 16 is the paper's best for GEBRD, and measured so here (every
+# setting timed on the H100, as bench/gebrd.py --sweep does: on square matrices
+# nb = 16 beat 32 by 5-9 % in float64 from 192 to 512; in float32 the two were
+# within 1 % at 192 and nb = 16 won by 2-6 % beyond).
 DEFAULT_BLOCKED = GebrdSetting(32, 8, False, 16)
 
 
@@ -126,9 +128,9 @@ def _threads_for(dim: int) -> tuple[int, int]:
 
 def _staged_shape(dim: int, itemsize: int) -> tuple[int, int]:
     """The big-tile thread shape for the largest dimension, as measured on the H100
-    (scratch sweeps of every setting on 64 MiB of float64 / float32 matrices,
-    session 16): the sweep is bound by its barriers' latency, so small matrices
-    want small blocks, more of them per SM: 8 x 4 up to 32 (1.4x faster than
+    (every setting timed on 64 MiB of float64 / float32 matrices, as
+    bench/gebrd.py --sweep does; session 16): the sweep is bound by its
+    barriers' latency, so small matrices want small blocks, more of them per SM: 8 x 4 up to 32 (1.4x faster than
     16 x 4 there), 16 x 4 up to 64; past that one or two blocks fit per SM and
     larger blocks win: 32 x 8 (float32 32 x 4 up to 96), and 32 x 16 past 128
     (1.04x at 160 in float64, 1.13-1.2x at 192, 256 x 128 and 320 x 160 in
@@ -149,9 +151,10 @@ def choose_gebrd_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 
 
     * big-tile (staged) while the matrix fits into the device's opt-in shared
       memory (227 KiB on H100: square up to n = 166 in float64, 117 in
-      complex128, 238 in float32), tall and wide too: on the H100 it beats the blocked design
-      wherever it fits (2.0x at 128 and 160 in float64, 1.9x at 192 in
-      float32), so there is no switch-over by size as in the paper (K40c, 128);
+      complex128, 238 in float32), tall and wide too: on the H100 it beats
+      the blocked design wherever it fits (2.0x at 128 and 160 in float64,
+      1.9x at 192 in float32), so there is no switch-over by size as in the
+      paper (K40c, 128);
       the thread shape by :func:`_staged_shape`, or one with half the threads
       where that one's GEMV work does not fit beside the matrix;
     * blocked (LABRD panels of 16 + GEMM trailing update, 256 threads) beyond;
