@@ -58,6 +58,40 @@ __device__ __forceinline__ complex<R> shfl_xor(complex<R> v, int lane_mask, unsi
                     __shfl_xor_sync(mask, v.imag(), lane_mask));
 }
 
+// N consecutive elements of T (a run: one thread's packed matrix or vector) between
+// memory and a register array, in vector accesses of min(16, N sizeof(T)) bytes (the
+// run's address must be aligned to that; N sizeof(T) is a power of two times it).  The
+// indices are compile-time constants after unrolling, so r stays in registers.
+template <int N, typename T> struct RunPiece {
+  static constexpr int BYTES = N * int(sizeof(T)) < 16 ? N * int(sizeof(T)) : 16;
+  static constexpr int W = BYTES / int(sizeof(T));  // elements per access
+  static_assert(W >= 1 && N % W == 0, "whole pieces");
+  struct alignas(BYTES) Piece { T v[W]; };
+};
+template <int N, typename T> __device__ __forceinline__ void load_run(T (&r)[N], const T* p) {
+  using P = RunPiece<N, T>;
+#pragma unroll
+  for (int k = 0; k < N / P::W; ++k) {
+    const typename P::Piece q = reinterpret_cast<const typename P::Piece*>(p)[k];
+#pragma unroll
+    for (int e = 0; e < P::W; ++e) r[k * P::W + e] = q.v[e];
+  }
+}
+template <int N, typename T> __device__ __forceinline__ void store_run(T* p, const T (&r)[N]) {
+  using P = RunPiece<N, T>;
+#pragma unroll
+  for (int k = 0; k < N / P::W; ++k) {
+    typename P::Piece q;
+#pragma unroll
+    for (int e = 0; e < P::W; ++e) q.v[e] = r[k * P::W + e];
+    reinterpret_cast<typename P::Piece*>(p)[k] = q;
+  }
+}
+// Is p aligned for load_run / store_run of N elements?
+template <int N, typename T> __device__ __forceinline__ bool run_aligned(const void* p) {
+  return reinterpret_cast<unsigned long long>(p) % RunPiece<N, T>::BYTES == 0;
+}
+
 // SIZE consecutive threads of a 1-D block that work on one matrix.
 // SIZE <= 32: a power of two inside one warp; barriers are __syncwarp on its lanes,
 //             so several groups (and several matrices) share a block.

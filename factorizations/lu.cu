@@ -23,7 +23,9 @@
 //   rows * cols: checked at run time), the warp copies its next chunks into shared
 //   memory (cp.async, coalesced) while it factors the current one, each lane reads its
 //   own matrix from there, and the factors and X go back the same way; otherwise
-//   every thread reads and writes its own elements directly.
+//   every thread reads and writes its own elements directly.  Its direct kernel
+//   (getrf_direct_kernel, uniform layout) is for packed NB x NB matrices at a 16-byte
+//   aligned address: no pipeline, each thread loads its matrix in 16-byte pieces.
 // Warps design (getrf_warps_kernel, max(m, n) <= NB = 64 or 128): one block per matrix,
 //   held in registers (bdf::getf2_warps: lane i of every warp rows i, i + 32, .., warp w
 //   the columns w, w + W, ..), entering and leaving through shared memory, where GESV
@@ -289,6 +291,114 @@ getrf_thread_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
     bdf::warp_pipe_solves<NB>(t, active, n, nrhs, B, b_col, X, x_col, stage_x, fail != 0,
                               [&](T (&x)[NB]) { bdf::getrs_regs<NB>(n, a, ipiv, x); });
   });
+}
+
+// --- thread design, direct -------------------------------------------------------------
+
+// The thread design for the commonest batch: packed NB x NB matrices (the uniform
+// accessor with m = n = NB, ld = NB, stride = NB^2 and a 16-byte aligned base; the
+// launcher checks).  Each thread loads its own matrix as one run of 16-byte loads and
+// factors and solves it in registers as getrf_thread_kernel does, without the warp
+// pipeline.  Why: ncu (H100, SGESV 2 x 2 in getrf_thread_kernel) counted 700 warp
+// instructions for each chunk of 32 matrices, mostly the pipeline's bookkeeping (its
+// copy loops' run-time divisions and 64-bit addresses), at 94 registers and 31 %
+// occupancy.  Here a warp's loads of 16-byte pieces touch the same sectors as the
+// pipeline's copies (consecutive lanes hold consecutive runs; a sector read by one
+// load serves the lane's next pieces from L1), and the few registers leave room for
+// the warps whose loads keep the bytes in flight.  The factors, pivots, right-hand
+// side and solution go by vector accesses too where they are packed runs (checked
+// here, uniform over the launch), else element by element through the accessors.
+//
+// Blocks of THREADS = 128 an SM should hold (__launch_bounds__'s minimum, a register
+// cap), by the bytes of one matrix.
+__host__ __device__ constexpr int lu_direct_min_blocks(int matrix_bytes) {
+  return matrix_bytes <= 16 ? 12 : matrix_bytes <= 32 ? 10 : matrix_bytes <= 128 ? 6 : matrix_bytes <= 256 ? 3 : 2;
+}
+
+// Item = one matrix, one thread; the same arguments and flags as getrf_thread_kernel.
+// LU may alias A and X may alias B: a thread reads all of its matrix (and b) before it
+// writes any of its outputs, and threads' matrices are disjoint.  A singular matrix
+// (info > 0) leaves X = B.
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS, lu_direct_min_blocks(NB * NB * sizeof(typename MatA::value_type)))
+getrf_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                    int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  constexpr int LEN = NB * NB;
+  static_assert(bdf::is_uniform_matrix<MatA>::value, "packed uniform batches only");
+  static_assert(NB >= 2 && NB <= 8 && LEN * int(sizeof(T)) <= LU_THREAD_REG_BYTES, "the thread design's sizes");
+  const bool a_trans = flags & LU_A_TRANS;
+  const bool lu_runs = LU.ld == NB && LU.stride == LEN && bdf::run_aligned<LEN, T>(LU.base);
+  const bool piv_runs = piv.inc == 1 && piv.stride == NB && bdf::run_aligned<NB, int>(piv.base);
+  const bool b_runs = nrhs == 1 && B.inc == 1 && B.stride == NB && bdf::run_aligned<NB, T>(B.base);
+  const bool x_runs = nrhs == 1 && X.inc == 1 && X.stride == NB && bdf::run_aligned<NB, T>(X.base);
+  for (long long b = (long long)blockIdx.x * THREADS + threadIdx.x; b < count;
+       b += (long long)gridDim.x * THREADS) {
+    // 1. the matrix: the user's element (i, j) is run element i + j NB (column-major)
+    //    or j + i NB (a_trans: the accessor views a row-major matrix)
+    T a[NB][NB];
+    {
+      T r[LEN];
+      bdf::load_run<LEN>(r, A.matrix(b));
+#pragma unroll
+      for (int i = 0; i < NB; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j) a[i][j] = bdf::select(a_trans, r[j + i * NB], r[i + j * NB]);
+    }
+    // 2. P A = L U in registers
+    int ipiv[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) ipiv[j] = j;
+    const int fail = bdf::getf2_regs<NB>(NB, NB, a, ipiv);
+    info[b] = fail;
+    if (flags & LU_WRITE_PIV) {
+      int p[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) p[j] = ipiv[j] + 1;
+      int* dst = piv.vector(b);
+      if (piv_runs) {
+        bdf::store_run<NB>(dst, p);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NB; ++j) dst[j * piv.inc] = p[j];
+      }
+    }
+    if (flags & LU_WRITE_LU) {  // column-major factors
+      T* dst = LU.matrix(b);
+      if (lu_runs) {
+        T r[LEN];
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+#pragma unroll
+          for (int j = 0; j < NB; ++j) r[i + j * NB] = a[i][j];
+        bdf::store_run<LEN>(dst, r);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+          for (int i = 0; i < NB; ++i) dst[i + j * LU.ld] = a[i][j];
+      }
+    }
+    // 3. GESV: each right-hand side in registers (singular: LAPACK's xGESV leaves X = B)
+    for (int rhs = 0; rhs < nrhs; ++rhs) {
+      T x[NB];
+      const T* bv = B.vector(b) + rhs * b_col;
+      if (b_runs) {
+        bdf::load_run<NB>(x, bv);
+      } else {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) x[i] = bv[i * B.inc];
+      }
+      if (!fail) bdf::getrs_regs<NB>(NB, a, ipiv, x);
+      T* xv = X.vector(b) + rhs * x_col;
+      if (x_runs) {
+        bdf::store_run<NB>(xv, x);
+      } else {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) xv[i * X.inc] = x[i];
+      }
+    }
+  }
 }
 
 // --- rows design -----------------------------------------------------------------------

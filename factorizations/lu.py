@@ -46,22 +46,27 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
-    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'warps') or
-    'laswp' (no setting).  The fused, thread, rows and warps kernels take the same arguments."""
+    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'warps'),
+    'direct' (a thread setting's kernel for packed, aligned nb x nb matrices: uniform
+    layout only) or 'laswp' (no setting).  The fused, thread, direct, rows and warps
+    kernels take the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
-    if kind in ("fused", "thread", "rows", "warps"):
+    if kind in ("fused", "thread", "direct", "rows", "warps"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
 
 
 def registered_names() -> list[str]:
     """Every instantiation of lu.cu: each setting for each layout and each dtype it is
-    compiled for (a thread setting only where its matrix fits the register budget)."""
+    compiled for (a thread setting only where its matrix fits the register budget; its
+    direct kernel for the uniform layout)."""
     return ([kernel_name(s.design, layout, dt, s) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES
              for s in LU_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
+            + [kernel_name("direct", "uniform", dt, s) for dt in ar.SUPPORTED_DTYPES
+               for s in LU_SETTINGS if s.thread and s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("laswp", layout, dt) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES])
 
 
@@ -618,8 +623,20 @@ def _uniform_struct(arr, count, m, n):
     return ln.pack("UniformMatrix", arr.data.ptr, stride, ld, m, n)
 
 
-def _launch_factor(layout, dtype, setting, plan, args):
-    name = kernel_name(setting.design, layout, dtype, setting)
+def _takes_direct(a, nb: int, count: int, itemsize: int, write_lu: bool) -> bool:
+    """Does a thread setting of ``nb`` run its direct kernel on the uniform operand ``a``:
+    one packed run of nb x nb matrices (either orientation) at a 16-byte aligned address,
+    the factors not stored unless a matrix is at most 32 bytes?  A thread's 16-byte stores
+    of its factors reach memory half a sector each when its matrix is larger: measured on
+    an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us that way against 271-282
+    through the pipeline's coalesced runs, 4 x 4 float64 372 against 226; at 2 x 2 the
+    direct kernel was faster (float32 252 against 405 us, float64 218 against 238)."""
+    return (a.rows == a.cols == nb and a.ld == nb and (a.stride == nb * nb or count == 1)
+            and a.base % 16 == 0 and (not write_lu or nb * nb * itemsize <= 32))
+
+
+def _launch_factor(layout, dtype, setting, plan, args, kind=None):
+    name = kernel_name(kind or setting.design, layout, dtype, setting)
     kernel = build.get_kernel(SOURCE, name)
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
@@ -673,9 +690,12 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
             (_WRITE_PIV if ipiv is not None else 0)
         b_args, nrhs, keep = _rhs_args(xp, Bm, X, batch, n, k) if solving and k else \
             ((ln.pack("UniformVector", 0, 0, 1), np.int64(0), ln.pack("UniformVector", 0, 0, 1), np.int64(0)), 0, ())
+        kind = None
+        if setting.thread and _takes_direct(a, setting.nb, count, itemsize, lu is not None):  # no shared memory
+            kind, plan = "direct", replace(plan, grid=ln.grid_for(count, setting.threads), smem=0)
         _launch_factor("uniform", dtype, setting, plan,
                        (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), lu_struct, piv_struct,
-                        info_arg, *b_args, np.int32(nrhs), np.int32(flags), np.int64(count)))
+                        info_arg, *b_args, np.int32(nrhs), np.int32(flags), np.int64(count)), kind)
         del a, keep
         return lu, ipiv, X, info
     if not in_place:

@@ -16,7 +16,10 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   float32, float64 and complex64, NB = 4 for every dtype.  Shared memory
   (``thread_stage_bytes``) lets each warp copy its next 32 matrices while it factors
   the current ones, when they are one packed run; the grid is then capped at the
-  blocks the GPU holds at once (the launcher knows the kernel's registers).
+  blocks the GPU holds at once (the launcher knows the kernel's registers).  Packed
+  NB x NB matrices at a 16-byte aligned address take the setting's direct kernel
+  (``getrf_direct_kernel``: 16-byte loads a thread, no pipeline) unless the factors are
+  stored and a matrix passes 32 bytes (lu.py's ``_takes_direct``).
 - ``rows`` (``getrf_rows_kernel<..., NB, L>``): max(m, n) <= NB = R L, a group of L = threads
   lanes per matrix, lane i holding rows i, i + L, .. (R of them) in registers (32 / L
   matrices per warp, blocks of ROWS_BLOCK threads); the pivot search is three (float:

@@ -815,23 +815,38 @@ def test_register_designs_match_fused(xp, setting, dtype):
 
 @pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def packed_off_aligned(xp, a):
+    """``a`` (count, n, n) as a C-packed batch one element past an allocation's start:
+    packed for the thread design's pipeline, but not at the 16-byte aligned address its
+    direct kernel needs (except for 16-byte elements)."""
+    flat = xp.full(a.size + 1, np.nan, a.dtype)
+    out = flat[1:].reshape(a.shape)
+    out[...] = to_xp(xp, a)
+    return out
+
+
+@pytest.mark.parametrize("setting", THREAD_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_thread_pipeline_many_turns(xp, setting, dtype):
     """Enough matrices (200,001) that every warp of the thread design's grid (capped at
     the resident blocks) takes many chunks of 32 in turn: its pipeline prefetches the next
     chunk, alternates the right-hand-side buffers and ends on a partial chunk.  C and F
     packed batches, GESV with one right-hand side (staged in and out) and GETRF: info and
     pivots equal to the fused design's, factors and X equal up to rounding; singular
-    matrices in the first and the last chunk keep X = B."""
+    matrices in the first and the last chunk keep X = B.  NB x NB: off the aligned
+    address (the pipeline's even slots) and F-packed (the direct kernel, 16-byte loads
+    over a grid-stride loop)."""
     fused = register_peer(xp, setting, dtype)
     rng = rng_for("pipeline", str(np.dtype(dtype)), str(setting))
     count = 200_001
     bad = np.zeros(count, bool)
     bad[[3, count - 1]] = True
-    for n, a_layout in ((setting.nb - 1, "C"), (setting.nb, "F")):   # odd and even slots (n * n | 1)
+    for n, a_layout in ((setting.nb - 1, "C"), (setting.nb, "off"), (setting.nb, "F")):   # odd and even slots
         A = lu_matrix(rng, (count,), n, n, dtype, "dominant")
         A[bad, :, 0] = 0
         B = random_array(rng, (count, n), dtype)
-        Ad, Bd = arrange(xp, A, a_layout), to_xp(xp, B)
+        Ad = packed_off_aligned(xp, A) if a_layout == "off" else arrange(xp, A, a_layout)
+        Bd = to_xp(xp, B)
         poison_pool(xp, B.nbytes)
         x, info = lu_module._gesv_arrays(Ad, Bd, False, False, setting, want_factors=False)[2:]
         x_f, info_f = lu_module._gesv_arrays(Ad, Bd, False, False, fused, want_factors=False)[2:]
@@ -846,6 +861,74 @@ def test_thread_pipeline_many_turns(xp, setting, dtype):
         np.testing.assert_array_equal(to_np(info_t), to_np(info_f))
         np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f))
         _close(to_np(lu_t), to_np(lu_f), dtype)
+
+
+def _same_solutions(x, ref, A, B, singular, dtype):
+    """X of two thread kernels: B itself for the singular matrix, the others up to rounding."""
+    keep = np.arange(len(A)) != singular
+    np.testing.assert_array_equal(x[singular], B[singular])
+    if keep.any():
+        _close_solutions(x[keep], ref[keep], A[keep], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
+    """A thread setting runs its direct kernel exactly for packed NB x NB batches at a
+    16-byte aligned address (C or F order, one matrix or many) when the factors are not
+    stored or a matrix is at most 32 bytes, the pipeline kernel otherwise (off that
+    address, a block of larger matrices, matrices below NB).  X alone (solve's flags) with
+    one packed right-hand side, a strided one and three, and GESV with its factors: the
+    same as the pipeline kernel (the same operations: the same info and pivots, factors
+    and X up to rounding, X = B for the singular matrix)."""
+    if xp is np:
+        pytest.skip("GPU kernels (the CPU backend has one path)")
+    kinds = []
+    launch = lu_module._launch_factor
+
+    def spy(layout, dt, setting, plan, args, kind=None):
+        kinds.append(kind)
+        return launch(layout, dt, setting, plan, args, kind)
+
+    monkeypatch.setattr(lu_module, "_launch_factor", spy)
+    rng = rng_for("direct", str(np.dtype(dtype)))
+    itemsize = np.dtype(dtype).itemsize
+    for s in THREAD_SETTINGS:
+        if not_compiled(s, dtype):
+            continue
+        n = s.nb
+        small = n * n * itemsize <= 32   # the factors too go by direct stores
+        for count in (1, 77):
+            A = lu_matrix(rng, (count,), n, n, dtype, "rand")
+            A[count // 2, :, n - 1] = 0    # singular: info = n, X = B
+            B = random_array(rng, (count, n), dtype)
+            B3 = random_array(rng, (count, n, 3), dtype)
+            ref_lu, ref_piv, ref_x, ref_info = gesv(packed_off_aligned(xp, A), to_xp(xp, B), setting=s)
+            ref_x3 = gesv(packed_off_aligned(xp, A), to_xp(xp, B3), setting=s)[2]
+            for layout, aligned in (("C", True), ("F", True), ("off", itemsize == 16), ("sub_F", False)):
+                Ad = packed_off_aligned(xp, A) if layout == "off" else arrange(xp, A, layout)
+                for b_layout in ("C", "strided", "three"):
+                    Bd = to_xp(xp, B3) if b_layout == "three" else arrange(xp, B, b_layout, 1)
+                    Bn, xr = (B3, ref_x3) if b_layout == "three" else (B, ref_x)
+                    kinds.clear()
+                    poison_pool(xp, A.nbytes)
+                    x, info = lu_module._gesv_arrays(Ad, Bd, False, False, s, want_factors=False)[2:]
+                    assert kinds == ["direct" if aligned else None], (s, count, layout, b_layout)
+                    np.testing.assert_array_equal(to_np(info), to_np(ref_info))
+                    _same_solutions(to_np(x), to_np(xr), A, Bn, count // 2, dtype)
+                kinds.clear()
+                poison_pool(xp, A.nbytes)
+                lu, piv, x, info = gesv(Ad, to_xp(xp, B), setting=s)
+                assert kinds == ["direct" if aligned and small else None], (s, count, layout)
+                np.testing.assert_array_equal(to_np(info), to_np(ref_info))
+                np.testing.assert_array_equal(to_np(piv), to_np(ref_piv))
+                _close(to_np(lu), to_np(ref_lu), dtype)
+                _same_solutions(to_np(x), to_np(ref_x), A, B, count // 2, dtype)
+        if s.nb > 2:   # below NB: the pipeline
+            kinds.clear()
+            Cs = arrange(xp, lu_matrix(rng, (5,), s.nb - 1, s.nb - 1, dtype, "rand"), "C")
+            lu_module._gesv_arrays(Cs, to_xp(xp, random_array(rng, (5, s.nb - 1), dtype)), False, False, s,
+                                   want_factors=False)
+            assert kinds == [None]
 
 
 @pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS, ids=str)
@@ -904,7 +987,8 @@ def test_chooser_picks_registered_settings():
         for dt in DTYPES:
             assert kernel_name("laswp", layout, dt) in names
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
-    assert len(names) == 3 * (compiled + 4)   # three layouts; laswp for each dtype
+    direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS for dt in DTYPES)
+    assert len(names) == 3 * (compiled + 4) + direct   # three layouts; laswp for each dtype; direct: uniform
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(32, 32, 8) == ROWS_SETTINGS[2] and choose_lu_setting(32, 32, 16).fused
     assert choose_lu_setting(2, 2, 8) == THREAD_SETTINGS[0] and choose_lu_setting(8, 8, 4) == THREAD_SETTINGS[-1]
@@ -974,6 +1058,9 @@ def test_thread_settings_plan_and_registration():
                 name = kernel_name("thread", layout, dt, s)
                 assert name.startswith("getrf_thread_kernel<")
                 assert (name in names) == s.compiled_for(itemsize), name
+                direct = kernel_name("direct", layout, dt, s)   # packed batches: the uniform layout
+                assert direct.startswith("getrf_direct_kernel<")
+                assert (direct in names) == (s.compiled_for(itemsize) and layout == "uniform"), direct
     assert [s.compiled_for(16) for s in THREAD_SETTINGS] == [True, True, False]   # no 8 x 8 complex128 in registers
     s = THREAD_SETTINGS[-1]
     limit = 227 * 1024

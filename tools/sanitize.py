@@ -300,7 +300,8 @@ def section_lu():
                     S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows: direct accesses
                     bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
                     checks += 5
-                    if s.rows:  # 16-byte aligned C order (rand's default is one element in): rows' staged copy
+                    if s.rows or s.thread:  # 16-byte aligned C order (rand's default is one element in): rows'
+                        # staged copy; the thread design's direct kernel (n = NB)
                         T0 = rand((batch, n, n), dtype, offset=0)
                         T0[0, :, n - 1] = 0
                         bt.getrf(T0, setting=s)
@@ -334,12 +335,14 @@ def section_lu():
         checks += 3
     # The thread design's pipeline across turns: 200,001 matrices, so that every warp of
     # the grid (capped at the resident blocks) takes several chunks, the last one partial.
+    # Aligned (offset 0): the direct kernel's grid-stride loop over the same count.
     for s in bt.LU_SETTINGS:
         if s.thread:
-            T = rand((200_001, s.nb, s.nb), np.float64)
-            bt.gesv(T, rand((200_001, s.nb), np.float64), setting=s)
-            bt.getrf(T, setting=s)
-            checks += 2
+            for offset in (1, 0):
+                T = rand((200_001, s.nb, s.nb), np.float64, offset=offset)
+                bt.gesv(T, rand((200_001, s.nb), np.float64, offset=offset), setting=s)
+                bt.getrf(T, setting=s)
+                checks += 2
 
 
 def section_qr():
