@@ -91,6 +91,26 @@ template <int N, typename T> __device__ __forceinline__ void store_run(T* p, con
 template <int N, typename T> __device__ __forceinline__ bool run_aligned(const void* p) {
   return reinterpret_cast<unsigned long long>(p) % RunPiece<N, T>::BYTES == 0;
 }
+// N elements of T at p, inc apart: load_run / store_run when `run` (the caller has
+// checked inc = 1 and run_aligned), else element by element.
+template <int N, typename T>
+__device__ __forceinline__ void load_strided(T (&r)[N], const T* p, long long inc, bool run) {
+  if (run) {
+    load_run<N>(r, p);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) r[i] = p[i * inc];
+}
+template <int N, typename T>
+__device__ __forceinline__ void store_strided(T* p, long long inc, const T (&r)[N], bool run) {
+  if (run) {
+    store_run<N>(p, r);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) p[i * inc] = r[i];
+}
 
 // SIZE consecutive threads of a 1-D block that work on one matrix.
 // SIZE <= 32: a power of two inside one warp; barriers are __syncwarp on its lanes,

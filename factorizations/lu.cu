@@ -355,13 +355,7 @@ getrf_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
       int p[NB];
 #pragma unroll
       for (int j = 0; j < NB; ++j) p[j] = ipiv[j] + 1;
-      int* dst = piv.vector(b);
-      if (piv_runs) {
-        bdf::store_run<NB>(dst, p);
-      } else {
-#pragma unroll
-        for (int j = 0; j < NB; ++j) dst[j * piv.inc] = p[j];
-      }
+      bdf::store_strided<NB>(piv.vector(b), piv.inc, p, piv_runs);
     }
     if (flags & LU_WRITE_LU) {  // column-major factors
       T* dst = LU.matrix(b);
@@ -382,21 +376,9 @@ getrf_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col
     // 3. GESV: each right-hand side in registers (singular: LAPACK's xGESV leaves X = B)
     for (int rhs = 0; rhs < nrhs; ++rhs) {
       T x[NB];
-      const T* bv = B.vector(b) + rhs * b_col;
-      if (b_runs) {
-        bdf::load_run<NB>(x, bv);
-      } else {
-#pragma unroll
-        for (int i = 0; i < NB; ++i) x[i] = bv[i * B.inc];
-      }
+      bdf::load_strided<NB>(x, B.vector(b) + rhs * b_col, B.inc, b_runs);
       if (!fail) bdf::getrs_regs<NB>(NB, a, ipiv, x);
-      T* xv = X.vector(b) + rhs * x_col;
-      if (x_runs) {
-        bdf::store_run<NB>(xv, x);
-      } else {
-#pragma unroll
-        for (int i = 0; i < NB; ++i) xv[i * X.inc] = x[i];
-      }
+      bdf::store_strided<NB>(X.vector(b) + rhs * x_col, X.inc, x, x_runs);
     }
   }
 }
