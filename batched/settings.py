@@ -375,6 +375,10 @@ class DesignKinds:
         return self.design == "rows"
 
     @property
+    def cols(self) -> bool:
+        return self.design == "cols"
+
+    @property
     def warps(self) -> bool:
         return self.design == "warps"
 

@@ -57,6 +57,13 @@ __device__ __forceinline__ complex<R> shfl_xor(complex<R> v, int lane_mask, unsi
   return complex<R>(__shfl_xor_sync(mask, v.real(), lane_mask),
                     __shfl_xor_sync(mask, v.imag(), lane_mask));
 }
+// v of lane `src` of the warp.
+template <typename T> __device__ __forceinline__ T shfl_idx(T v, int src, unsigned mask) {
+  return __shfl_sync(mask, v, src);
+}
+template <typename R> __device__ __forceinline__ complex<R> shfl_idx(complex<R> v, int src, unsigned mask) {
+  return complex<R>(__shfl_sync(mask, v.real(), src), __shfl_sync(mask, v.imag(), src));
+}
 
 // N consecutive elements of T (a run: one thread's packed matrix or vector) between
 // memory and a register array, in vector accesses of min(16, N sizeof(T)) bytes (the

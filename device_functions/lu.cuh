@@ -763,4 +763,181 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
   return info;
 }
 
+
+// --- cols design: column pieces per lane -----------------------------------------------
+//
+// getf2_cols / getrs_cols are getf2_regs / getrs_regs for a matrix held by a group of L
+// lanes of a warp: lane k holds, in every row, the column pieces k, k + L, .. of W
+// columns each, a[r][c] = element (r, cols_col<L, W>(k, c)).  The owner of column j
+// finds its pivot among its own registers (no cross-lane search), scales the column, and
+// the multipliers reach the group by one shuffle each; every lane updates its own
+// columns.  Why: in the rows design a step's fixed work (the pivot search's three warp
+// reductions, the pivot row through shared memory) outweighed a lane's 8-16 FMAs; here
+// a lane's C = NB / L columns give each shuffled multiplier C FMAs.  One right-hand side
+// may ride through the factorization (with_b): y, replicated on every lane of the group,
+// ends as L^{-1} P b.  The pivot order (iamax_ahead), the reciprocal rule (PivotScale)
+// and the update's expressions are getf2_regs'.
+//
+// Every lane of the warp calls them with warp-uniform `steps` (the largest min(m, n) of
+// the warp's groups: every shuffle has all 32 lanes); a group's own m and n decide what
+// its lanes do.  Groups are aligned: lanes [g L, (g + 1) L) of a warp.
+
+// The 0-based pivots of up to 16 steps, 4 bits each in one 64-bit word: two registers,
+// not 16 (the cols design's lane holds 128 of its 255 in the matrix); j a compile-time
+// constant after unrolling.
+struct Pivots16 {
+  unsigned long long bits = 0xfedcba9876543210ull;  // no interchange
+  __device__ __forceinline__ int operator[](int j) const { return int(bits >> (4 * j)) & 15; }
+  __device__ __forceinline__ void set(int j, int p) {
+    bits = (bits & ~(15ull << (4 * j))) | ((unsigned long long)p << (4 * j));
+  }
+};
+
+// The matrix column of lane k's local column c.
+template <int L, int W> __host__ __device__ constexpr int cols_col(int k, int c) {
+  return (c / W) * (L * W) + k * W + c % W;
+}
+
+// Threads:  L lanes (a power of two) per matrix, W a divisor of NB / L; k = the lane's
+//           rank in its group, base = the group's first lane in the warp.
+// Memory:   a[r][c] (r < m, column < n) read and written: U on and above the diagonal,
+//           L's multipliers below; ipiv[j] = the 0-based row swapped with row j, for
+//           j < steps, on every lane (j past the matrix's own min(m, n): j); y[0 .. m) (with_b).
+// Failure:  returns, to every lane of the group, LAPACK's info (the 1-based column of
+//           the first exactly zero pivot); such a column is neither scaled nor used.
+template <int NB, int L, int W, typename T>
+__device__ __forceinline__ int getf2_cols(int k, int base, int m, int n, int steps, T (&a)[NB][NB / L],
+                                          Pivots16& ipiv, T (&y)[NB], bool with_b) {
+  using R = typename real_of<T>::type;
+  constexpr int C = NB / L;
+  constexpr unsigned ALL = 0xffffffffu;
+  static_assert(C % W == 0 && (L & (L - 1)) == 0 && L <= 32 && NB <= 16,
+                "whole pieces a lane, a power-of-two group, pivots of 4 bits");
+  const int kmin = m < n ? m : n;
+  int info = 0;
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j >= steps) break;
+    const int owner = (j / W) % L, cj = (j / (L * W)) * W + j % W;  // compile-time after unrolling
+    const bool live = j < kmin;
+    // 1. the owner's pivot search: rows j .. m-1 of its column cj
+    int p = j;
+    bool zero = false;
+    if (k == owner && live) {
+      R best = abs1(a[j][cj]);
+#pragma unroll
+      for (int i = j + 1; i < NB; ++i) {
+        const R v = abs1(a[i][cj]);
+        if (i < m && iamax_ahead(v, i, best, p)) {
+          best = v;
+          p = i;
+        }
+      }
+      zero = best == R(0);  // the pivot |a_pj| (NaN is not zero)
+    }
+    const int word = __shfl_sync(ALL, p | (zero ? 0x10000 : 0), base + owner);
+    p = word & 0xffff;
+    zero = word >> 16;
+    ipiv.set(j, p);
+    // 2. rows j and p swap across every column of the group (and y), as getf2_regs (p < m)
+    if (live && p != j) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) swap_selected<NB>(j, p, NB, [&](int i) -> T& { return a[i][c]; });
+      if (with_b) swap_selected<NB>(j, p, NB, [&](int i) -> T& { return y[i]; });
+    }
+    if (live && zero && info == 0) info = j + 1;
+    // 3. the owner scales its column (one branch on the reciprocal rule, not one a row);
+    //    the multipliers go to the group.  Steps 3 and 4 run over all NB rows and every
+    //    column right of j without bounds tests (a test a row was most of the
+    //    instructions): rows >= m and columns >= n are padding (zero when loaded), never
+    //    a pivot, never stored, and never read into a row or column of the matrix.
+    T l[NB];
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) l[i] = T(0);
+    if (k == owner && live && !zero) {
+      const PivotScale<T> scale(a[j][cj]);
+      if (scale.recip) {
+#pragma unroll
+        for (int i = j + 1; i < NB; ++i) l[i] = a[i][cj] * scale.r;
+      } else {
+#pragma unroll
+        for (int i = j + 1; i < NB; ++i) l[i] = safe_divide(a[i][cj], scale.piv);
+      }
+#pragma unroll
+      for (int i = j + 1; i < NB; ++i) a[i][cj] = l[i];
+    }
+#pragma unroll
+    for (int i = j + 1; i < NB; ++i) l[i] = shfl_idx(l[i], base + owner, ALL);
+    // 4. the trailing update of this lane's columns right of j (a zero pivot: none)
+    if (live && !zero) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        if (cols_col<L, W>(k, c) <= j) continue;
+#pragma unroll
+        for (int i = j + 1; i < NB; ++i) a[i][c] -= l[i] * a[j][c];
+      }
+      if (with_b) {
+#pragma unroll
+        for (int i = j + 1; i < NB; ++i) y[i] -= l[i] * y[j];
+      }
+    }
+  }
+  return info;
+}
+
+// Sum of v over the L lanes of a group (a butterfly: every lane ends with the sum).
+template <int L, typename T> __device__ __forceinline__ T group_sum(T v) {
+#pragma unroll
+  for (int d = 1; d < L; d *= 2) v += shfl_xor(v, d, 0xffffffffu);
+  return v;
+}
+
+// bdf::getrs_cols: x = U^{-1} L^{-1} P x (forward: all three) or x = U^{-1} x (not
+// forward: x already L^{-1} P b, getf2_cols' y) for the n x n factors of getf2_cols,
+// x replicated on the group's lanes (every lane ends with all of it).  Row by row: each
+// lane sums its own columns' products, the group adds them (group_sum); the backward
+// step's x_i comes from the owner of column i (its diagonal), by one shuffle.  Every lane
+// of the warp calls it (n: the group's own; `steps`: the warp's largest n).
+template <int NB, int L, int W, typename T>
+__device__ __forceinline__ void getrs_cols(int k, int base, int n, int steps, const T (&a)[NB][NB / L],
+                                           const Pivots16& ipiv, T (&x)[NB], bool forward) {
+  constexpr unsigned ALL = 0xffffffffu;
+  T s[NB];
+  if (forward) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      if (j >= n) break;
+      if (ipiv[j] != j) swap_selected<NB>(j, ipiv[j], n, [&](int i) -> T& { return x[i]; });
+    }
+#pragma unroll
+    for (int i = 0; i < NB; ++i) s[i] = T(0);
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {  // y_i = x_i - sum_{j < i} l_ij y_j
+      if (i >= steps) break;
+      x[i] -= group_sum<L>(s[i]);
+      const int owner = (i / W) % L, ci = (i / (L * W)) * W + i % W;
+      if (k == owner) {
+#pragma unroll
+        for (int r = i + 1; r < NB; ++r) s[r] += a[r][ci] * x[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NB; ++i) s[i] = T(0);
+#pragma unroll
+  for (int i = NB - 1; i >= 0; --i) {  // x_i = (y_i - sum_{j > i} u_ij x_j) / u_ii
+    if (i >= steps) continue;
+    const int owner = (i / W) % L, ci = (i / (L * W)) * W + i % W;
+    const T rest = x[i] - group_sum<L>(s[i]);
+    T xi = T(0);
+    if (k == owner && i < n) xi = safe_divide(rest, a[i][ci]);
+    xi = shfl_idx(xi, base + owner, ALL);
+    if (i < n) x[i] = xi;
+    if (k == owner && i < n) {
+#pragma unroll
+      for (int r = 0; r < i; ++r) s[r] += a[r][ci] * xi;
+    }
+  }
+}
+
 }  // namespace bdf

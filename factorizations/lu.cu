@@ -539,6 +539,181 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
   }
 }
 
+// --- cols design -----------------------------------------------------------------------
+
+// Cols design (getrf_cols_kernel, max(m, n) <= NB, real elements of 4 bytes): a group of
+// L lanes per matrix, lane k holding the column pieces k, k + L, .. (W = 16 / sizeof(T)
+// columns each) of every row in registers (bdf::getf2_cols / getrs_cols), 32 / L
+// matrices per warp, LU_ROWS_BLOCK threads per block; no shared memory, no barrier.
+// The first right-hand side rides through the factorization, replicated on the group's
+// lanes.  Blocks an SM should hold: 2 (the NB x NB / L registers of a lane's columns,
+// 128 for float32 16 x 16 with L = 2, leave about 200 with the multipliers and y).
+constexpr int LU_COLS_MIN_BLOCKS = 2;
+
+// Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
+// takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
+// LU may alias A (a lane reads and writes only its own columns of the column-major
+// factors: in place, A is column-major); X may alias B (every lane reads b before the
+// solve's shuffles and writes its pieces of x after them; a singular matrix writes b back).
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_ROWS_BLOCK, LU_COLS_MIN_BLOCKS)
+getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                  int nrhs, int flags, long long count) {
+  using T = typename MatA::value_type;
+  constexpr int C = NB / L, W = 16 / int(sizeof(T));  // a lane's columns; columns (or rows) a 16-byte piece
+  static_assert(!bdf::is_complex_v<T> && C % W == 0 && NB % W == 0, "real elements, whole pieces a lane");
+  constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32;
+  constexpr unsigned ALL = 0xffffffffu;
+  using P16 = bdf::Pack16<T>;
+  const int wl = int(threadIdx.x & 31u), k = wl % L, base = wl - k;
+  const bool a_trans = flags & LU_A_TRANS;
+  const long long first = ((long long)blockIdx.x * WARPS + threadIdx.x / 32) * PER_WARP;
+  for (long long w0 = first; w0 < count; w0 += (long long)gridDim.x * WARPS * PER_WARP) {
+    const long long b = w0 + wl / L;
+    const bool active = b < count;
+    int m = 0, n = 0;  // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    if (active) {
+      m = a_trans ? A.cols(b) : A.rows(b);
+      n = a_trans ? A.rows(b) : A.cols(b);
+    }
+    const int kmin = m < n ? m : n;
+    const int steps = __reduce_max_sync(ALL, kmin), ncols = __reduce_max_sync(ALL, n);
+    // 1. the lane's columns (zero outside the m x n matrix) and b, replicated
+    T a[NB][C], y[NB];
+#pragma unroll
+    for (int r = 0; r < NB; ++r) {
+      y[r] = T(0);
+#pragma unroll
+      for (int c = 0; c < C; ++c) a[r][c] = T(0);
+    }
+    if (active) {
+      const T* src = A.matrix(b);
+      const long long ld = A.ldim(b);
+      const bool aligned = reinterpret_cast<unsigned long long>(src) % 16 == 0 && ld * (long long)sizeof(T) % 16 == 0;
+      if (aligned && a_trans && n == NB) {  // the user's rows: pieces of W columns
+#pragma unroll
+        for (int r = 0; r < NB; ++r) {
+          if (r >= m) break;
+#pragma unroll
+          for (int q = 0; q < C / W; ++q) {
+            const P16 v = bdf::get_piece(src + r * ld + bdf::cols_col<L, W>(k, q * W));
+#pragma unroll
+            for (int e = 0; e < W; ++e) a[r][q * W + e] = v.v[e];
+          }
+        }
+      } else if (aligned && !a_trans && m == NB) {  // the user's columns: pieces of W rows
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const int col = bdf::cols_col<L, W>(k, c);
+          if (col >= n) continue;
+#pragma unroll
+          for (int q = 0; q < NB / W; ++q) {
+            const P16 v = bdf::get_piece(src + col * ld + q * W);
+#pragma unroll
+            for (int e = 0; e < W; ++e) a[q * W + e][c] = v.v[e];
+          }
+        }
+      } else {
+        const long long rs = a_trans ? ld : 1, cs = a_trans ? 1 : ld;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const int col = bdf::cols_col<L, W>(k, c);
+          if (col >= n) continue;
+#pragma unroll
+          for (int r = 0; r < NB; ++r) {
+            if (r >= m) break;
+            a[r][c] = src[r * rs + col * cs];
+          }
+        }
+      }
+      if (nrhs > 0) {
+        const T* bv = B.vector(b);
+        if (B.inc == 1 && n == NB && reinterpret_cast<unsigned long long>(bv) % 16 == 0) {
+#pragma unroll
+          for (int q = 0; q < NB / W; ++q) {
+            const P16 v = bdf::get_piece(bv + q * W);
+#pragma unroll
+            for (int e = 0; e < W; ++e) y[q * W + e] = v.v[e];
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < NB; ++i) {
+            if (i >= n) break;
+            y[i] = bv[i * B.inc];
+          }
+        }
+      }
+    }
+    // 2. P A = L U, the first right-hand side riding: y = L^{-1} P b
+    bdf::Pivots16 ipiv;
+    const int fail = bdf::getf2_cols<NB, L, W>(k, base, m, n, steps, a, ipiv, y, nrhs > 0);
+    if (active && k == 0) {
+      info[b] = fail;
+      if (flags & LU_WRITE_PIV) {
+        int* pv = piv.vector(b);
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          if (j >= kmin) break;
+          pv[j * piv.inc] = ipiv[j] + 1;
+        }
+      }
+    }
+    if (active && (flags & LU_WRITE_LU)) {  // the lane's columns of the column-major factors
+      T* dst = LU.matrix(b);
+      const long long ldl = LU.ldim(b);
+      const bool vec = m == NB && reinterpret_cast<unsigned long long>(dst) % 16 == 0 &&
+                       ldl * (long long)sizeof(T) % 16 == 0;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const int col = bdf::cols_col<L, W>(k, c);
+        if (col >= n) continue;
+        if (vec) {
+#pragma unroll
+          for (int q = 0; q < NB / W; ++q) {
+            P16 v;
+#pragma unroll
+            for (int e = 0; e < W; ++e) v.v[e] = a[q * W + e][c];
+            *reinterpret_cast<P16*>(dst + col * ldl + q * W) = v;
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < NB; ++r) {
+            if (r >= m) break;
+            dst[col * ldl + r] = a[r][c];
+          }
+        }
+      }
+    }
+    // 3. GESV (the launcher guarantees m == n): each right-hand side replicated on the
+    //    group's lanes, each lane storing its pieces (i / W) % L == k; a singular matrix
+    //    stores b (LAPACK's xGESV leaves X = B)
+    for (int rhs = 0; rhs < nrhs; ++rhs) {
+      const T* bv = active ? B.vector(b) + rhs * b_col : nullptr;
+      if (rhs > 0) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) y[i] = T(0);
+        if (active) {
+#pragma unroll
+          for (int i = 0; i < NB; ++i) {
+            if (i >= n) break;
+            y[i] = bv[i * B.inc];
+          }
+        }
+      }
+      if (!__all_sync(ALL, fail != 0 || !active)) bdf::getrs_cols<NB, L, W>(k, base, fail ? 0 : n, ncols, a, ipiv, y, rhs > 0);
+      __syncwarp(ALL);  // every lane's reads of b are done before any lane writes x (X may alias B)
+      if (!active) continue;
+      T* xv = X.vector(b) + rhs * x_col;
+#pragma unroll
+      for (int i = 0; i < NB; ++i) {
+        if (i >= n) break;
+        if ((i / W) % L != k) continue;
+        xv[i * X.inc] = fail ? bv[i * B.inc] : y[i];
+      }
+    }
+  }
+}
+
 // --- warps design ----------------------------------------------------------------------
 
 // Shared memory of getrf_warps_kernel (NB, THREADS): the matrix (U, then the factors:

@@ -46,15 +46,15 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
-    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'warps'),
+    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps'),
     'direct' (a thread setting's kernel for packed, aligned nb x nb matrices: uniform
     layout only) or 'laswp' (no setting).  The fused, thread, direct, rows and warps
-    kernels take the same arguments."""
+    kernels (and cols) take the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
-    if kind in ("fused", "thread", "direct", "rows", "warps"):
+    if kind in ("fused", "thread", "direct", "rows", "cols", "warps"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
 

@@ -28,6 +28,13 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   barrier beyond __syncwarp.  GESV solves in the same launch, as fused.  NB x L = 8 x 8,
   16 x 16, 32 x 32 (one row per lane), 16 x 8, 16 x 4, 32 x 16 (two or four), each
   compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).
+- ``cols`` (``getrf_cols_kernel<..., NB, L>``): max(m, n) <= NB, real 4-byte elements, a
+  group of L = threads lanes per matrix, lane k holding the column pieces k, k + L, .. (four
+  columns each) of every row in registers (bdf::getf2_cols), 32 / L matrices per warp,
+  blocks of ROWS_BLOCK threads: the owner of a column finds its pivot in its own registers
+  and shuffles the multipliers to the group; the first right-hand side rides through the
+  factorization.  Compiled where a lane's NB x NB / L elements fit LU_COLS_REG_BYTES: 16 x 2
+  for float32 only.
 - ``warps`` (``getrf_warps_kernel<..., NB, THREADS>``): max(m, n) <= NB = 64 or 128, one
   block of THREADS per matrix held in registers: lane i of every warp the rows i, i + 32,
   .., warp w of the W = THREADS / 32 the columns w, w + W, .. (R = NB / 32 rows by C =
@@ -59,6 +66,9 @@ LU_THREAD_REG_BYTES = 512
 # bytes; within the budget every instantiation takes at most 128 registers and 40 bytes
 # of spill).
 LU_ROWS_REG_BYTES = 256
+# The cols design's lane holds NB x NB / L elements: at most 128 floats (512 bytes, 128 of
+# its 255 registers; float32 16 x 16 with two lanes takes 224-254 registers in all).
+LU_COLS_REG_BYTES = 512
 
 
 def _align16(v: int) -> int:
@@ -77,10 +87,10 @@ def lu_work_bytes(group: int, itemsize: int) -> int:  # bdf::lu_work_bytes (lu.c
 
 @dataclass(frozen=True)
 class LuSetting(DesignKinds):
-    """``design`` 'fused', 'blocked', 'thread', 'rows' or 'warps'; ``nb``: the largest
-    matrix (fused, thread, rows, warps) or the panel width (blocked); ``threads`` per
-    matrix (fused, blocked, warps; rows: the lanes of a group) or per block (thread: one
-    thread per matrix)."""
+    """``design`` 'fused', 'blocked', 'thread', 'rows', 'cols' or 'warps'; ``nb``: the
+    largest matrix (fused, thread, rows, cols, warps) or the panel width (blocked);
+    ``threads`` per matrix (fused, blocked, warps; rows and cols: the lanes of a group) or
+    per block (thread: one thread per matrix)."""
 
     design: str
     nb: int
@@ -102,6 +112,8 @@ class LuSetting(DesignKinds):
         if self.warps:
             r, c = self.warps_piece
             return r * c * itemsize <= LU_ROWS_REG_BYTES
+        if self.cols:
+            return self.nb * self.nb // self.threads * itemsize <= LU_COLS_REG_BYTES
         return not self.rows or self.rows_per_lane * self.nb * itemsize <= LU_ROWS_REG_BYTES
 
     @property
@@ -149,7 +161,7 @@ class LuSetting(DesignKinds):
         return gemm + u12 + panel + work + _align16(self.nb * 4)
 
     def fits(self, m: int, n: int, itemsize: int, smem_limit: int) -> bool:
-        if self.thread or self.rows:  # shared memory optional (thread: staging) or static (rows)
+        if self.thread or self.rows or self.cols:  # shared memory optional (thread: staging), static or none
             return max(m, n) <= self.nb and self.compiled_for(itemsize)
         if self.warps:
             return max(m, n) <= self.nb and self.compiled_for(itemsize) and self.warps_bytes(itemsize) <= smem_limit
@@ -171,9 +183,10 @@ BLOCKED_SETTINGS = (LuSetting("blocked", 8, 256), LuSetting("blocked", 16, 256),
 THREAD_SETTINGS = (LuSetting("thread", 2, 128), LuSetting("thread", 4, 128), LuSetting("thread", 8, 128))
 ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("rows", 32, 32),
                  LuSetting("rows", 16, 8), LuSetting("rows", 16, 4), LuSetting("rows", 32, 16))
+COLS_SETTINGS = (LuSetting("cols", 16, 2),)
 WARPS_SETTINGS = (LuSetting("warps", 64, 128), LuSetting("warps", 64, 256), LuSetting("warps", 128, 256),
                   LuSetting("warps", 128, 512))
-LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS
+LU_SETTINGS = FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
 
 
 def panel_ld(m: int) -> int:
@@ -209,6 +222,8 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
             return s
+    if itemsize == 4 and not is_complex and _COLS_FROM <= size <= 16:
+        return COLS_SETTINGS[0]
     if itemsize <= 8:
         for up_to, nb, lanes in _ROWS_CHOICE[itemsize]:
             if size <= up_to:
@@ -239,6 +254,14 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 # stays up to 24 (601 against 589 for 32 x 32: within the spread); float64 and complex64
 # do not gain (16 x 8: DGESV 16 x 16 290 us against 267; complex64 760-960 us against 590-790).
 _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
+
+# float32 from this size to 16: the cols design (two lanes a matrix, 16 x 2).  Measured on the
+# H100 (session 17, scratch prototype of the same design against the rows16x16 default on
+# bench/solve.py's 16 x 16 batches): SGESV 192 us against 337 (diagonally dominant), 241
+# against 342 with an interchange at most steps (random matrices).  float64 with four lanes
+# (254 registers, two blocks an SM) ran level with rows16x16 (269 against 267 us) and eight
+# lanes slower (324): not registered.
+_COLS_FROM = 9
 
 # The warps setting's threads (NB = 128) by element size, from 65 to 128 (measured on the
 # H100, scratch A/B of every setting side by side, GESV X only and GETRF, 256 MB of A):
@@ -289,11 +312,12 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
                              f"bytes); use a smaller thread setting or a fused one")
         smem = setting.thread_stage_bytes(m_max, n_max, nrhs, itemsize, write_lu, smem_limit)
         return LuPlan(grid_for(count, setting.threads), setting.threads, smem, setting.threads, 0)
-    if setting.rows:
+    if setting.rows or setting.cols:
         if not setting.compiled_for(itemsize):
-            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a row of "
-                             f"{setting.nb} of them passes the register budget of {LU_ROWS_REG_BYTES} bytes); "
-                             f"use a smaller rows setting or a fused one")
+            what, budget = (f"a row of {setting.nb} of them", LU_ROWS_REG_BYTES) if setting.rows else \
+                (f"a lane's {setting.nb} x {setting.nb // setting.threads} of them", LU_COLS_REG_BYTES)
+            raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements ({what} passes "
+                             f"the register budget of {budget} bytes); use a rows setting or a fused one")
         groups = ROWS_BLOCK // setting.threads
         return LuPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups, 0)
     if setting.warps:

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from batched.factorizations import lu as lu_module
 from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
                                        solve)
-from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, FUSED_SETTINGS, LU_SETTINGS, ROWS_SETTINGS,
-                                                THREAD_SETTINGS, WARPS_SETTINGS, LuSetting, choose_lu_setting,
-                                                plan_lu)
+from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, COLS_SETTINGS, FUSED_SETTINGS, LU_SETTINGS,
+                                                ROWS_SETTINGS, THREAD_SETTINGS, WARPS_SETTINGS, LuSetting,
+                                                choose_lu_setting, plan_lu)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
 
@@ -749,7 +749,7 @@ def _close_solutions(got, ref, A, dtype):
         assert err <= 1e2 * _eps(dtype) * max(cond[b], 1.0) * scale, (b, err, cond[b], scale)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_match_fused(xp, setting, dtype):
     """Thread, rows and warps designs: every m, n <= NB (NB <= 8; a spread of sizes above)
@@ -931,7 +931,7 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
             assert kinds == [None]
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + WARPS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_lists(xp, setting, dtype):
     """Pointer (equal sizes) and variable-size lists up to NB, C and F members, more
@@ -975,10 +975,12 @@ def test_chooser_picks_registered_settings():
             assert s in LU_SETTINGS
             # measured: one thread per matrix up to 8 (4 for complex128), fused up to 64
             assert s.thread == (n <= (4 if itemsize == 16 else 8)), (n, itemsize, s)
-            assert s.rows == (not s.thread and n <= 32 and itemsize <= 8), (n, itemsize, s)
+            # float32 from 9 to 16: two lanes a matrix, by columns
+            assert s.cols == (itemsize == 4 and 9 <= n <= 16), (n, itemsize, s)
+            assert s.rows == (not s.thread and not s.cols and n <= 32 and itemsize <= 8), (n, itemsize, s)
             # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45
             assert s.warps == (64 < n <= 128 and itemsize <= 8 or 45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
-            assert s.fused == (not s.thread and not s.rows and not s.warps and n <= 64), (n, s)
+            assert s.fused == (not s.thread and not s.rows and not s.cols and not s.warps and n <= 64), (n, s)
             if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
             for layout in ("uniform", "pointer", "variable"):
@@ -1013,7 +1015,8 @@ def test_plan_fits_shared_memory(setting):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
             if not setting.compiled_for(itemsize):
-                assert (setting.thread or setting.rows or setting.warps) and not setting.fits(n, n, itemsize, limit)
+                assert (setting.thread or setting.rows or setting.cols or setting.warps) and \
+                    not setting.fits(n, n, itemsize, limit)
                 with pytest.raises(ValueError, match="not compiled for"):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
@@ -1028,7 +1031,7 @@ def test_plan_fits_shared_memory(setting):
                 assert plan.block == setting.threads == plan.groups and plan.lds == 0
                 assert plan.grid == -(-70_000 // setting.threads)
                 assert plan.smem == setting.thread_stage_bytes(n, n, 0, itemsize, write_lu=True)
-            elif setting.rows:   # 32 / L matrices per warp, static shared memory only
+            elif setting.rows or setting.cols:   # 32 / L matrices per warp, static shared memory or none
                 assert plan.block == 128 and plan.groups == 128 // setting.threads and plan.smem == 0
                 assert plan.grid == -(-70_000 // plan.groups)
             elif setting.warps:  # a block per matrix
@@ -1119,6 +1122,32 @@ def test_rows_settings_plan_and_registration():
         plan_lu(LuSetting("rows", 32, 32), 20, 20, 16, 10, limit)
     plan = plan_lu(ROWS_SETTINGS[1], 16, 16, 8, 2**36, limit)
     assert plan.block == 128 and plan.groups == 8 and plan.grid == 2**31 - 1
+
+
+def test_cols_settings_plan_and_registration():
+    """Two lanes a matrix, by columns: registered for float32 only (a lane's 16 x 8
+    elements fit 512 bytes), every layout; 64 matrices a block of 128 threads."""
+    from batched.device_functions import registered
+
+    names = {p.name: s for p, s in registered().items()}[SOURCE.name]
+    (s,) = COLS_SETTINGS
+    assert s.cols and s.solves_in_launch and not (s.fused or s.blocked or s.thread or s.rows or s.warps)
+    assert str(s) == "lu_cols16x2" and s.template_args() == "16, 2"
+    for dt in DTYPES:
+        itemsize = np.dtype(dt).itemsize
+        assert s.compiled_for(itemsize) == (itemsize == 4)
+        for layout in ("uniform", "pointer", "variable"):
+            name = kernel_name("cols", layout, dt, s)
+            assert name.startswith("getrf_cols_kernel<")
+            assert (name in names) == (itemsize == 4), name
+    limit = 227 * 1024
+    with pytest.raises(ValueError, match="not compiled for 8-byte elements"):
+        plan_lu(s, 16, 16, 8, 10, limit)
+    with pytest.raises(ValueError, match="takes matrices up to 16 x 16"):
+        plan_lu(s, 17, 3, 4, 10, limit)
+    plan = plan_lu(s, 16, 16, 4, 2**40, limit)
+    assert plan.block == 128 and plan.groups == 64 and plan.smem == 0 and plan.grid == 2**31 - 1
+    assert plan_lu(s, 9, 16, 4, 65, limit).grid == 2
 
 
 def test_warps_settings_plan_and_registration():

@@ -279,14 +279,14 @@ def section_lu():
         A = rand((3, 70, 70), dtype)
         A[1, :, 40] = 0
         for s in bt.LU_SETTINGS:
-            if s.thread or s.rows or not s.compiled_for(np.dtype(dtype).itemsize):
+            if s.thread or s.rows or s.cols or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
             n = min(s.nb, 70) if s.fused or s.warps else 70
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
         for s in bt.LU_SETTINGS:
-            if not (s.thread or s.rows) or not s.compiled_for(np.dtype(dtype).itemsize):
+            if not (s.thread or s.rows or s.cols) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
             for n in (1, s.nb - 1, s.nb):
                 for batch in (1, 3) if race else (1, 130, 65537):
@@ -300,7 +300,7 @@ def section_lu():
                     S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows: direct accesses
                     bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
                     checks += 5
-                    if s.rows or s.thread:  # 16-byte aligned C order (rand's default is one element in): rows'
+                    if s.rows or s.thread or s.cols:  # 16-byte aligned C order (rand's default is one element in): rows'
                         # staged copy; the thread design's direct kernel (n = NB)
                         T0 = rand((batch, n, n), dtype, offset=0)
                         T0[0, :, n - 1] = 0
