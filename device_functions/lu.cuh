@@ -824,11 +824,14 @@ __device__ __forceinline__ int getf2_cols(int k, int base, int m, int n, int ste
     int p = j;
     bool zero = false;
     if (k == owner && live) {
+      // iamax_ahead for a scan in row order (the candidate's index is the larger): ahead
+      // when larger, or NaN after a number
       R best = abs1(a[j][cj]);
 #pragma unroll
       for (int i = j + 1; i < NB; ++i) {
         const R v = abs1(a[i][cj]);
-        if (i < m && iamax_ahead(v, i, best, p)) {
+        const bool take = v > best || (v != v && best == best);
+        if (i < m && take) {
           best = v;
           p = i;
         }

@@ -591,15 +591,19 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
       const long long ld = A.ldim(b);
       const bool aligned = reinterpret_cast<unsigned long long>(src) % 16 == 0 && ld * (long long)sizeof(T) % 16 == 0;
       if (aligned && a_trans && n == NB) {  // the user's rows: pieces of W columns
+        // rows past m read row 0 again and are zeroed: no branch between the loads, all
+        // of them in flight together
+        const T* row = src + bdf::cols_col<L, W>(k, 0);
 #pragma unroll
         for (int r = 0; r < NB; ++r) {
-          if (r >= m) break;
+          const T* at = r < m ? row : src + bdf::cols_col<L, W>(k, 0);
 #pragma unroll
           for (int q = 0; q < C / W; ++q) {
-            const P16 v = bdf::get_piece(src + r * ld + bdf::cols_col<L, W>(k, q * W));
+            const P16 v = bdf::get_piece(at + q * L * W);
 #pragma unroll
-            for (int e = 0; e < W; ++e) a[r][q * W + e] = v.v[e];
+            for (int e = 0; e < W; ++e) a[r][q * W + e] = r < m ? v.v[e] : T(0);
           }
+          row += ld;
         }
       } else if (aligned && !a_trans && m == NB) {  // the user's columns: pieces of W rows
 #pragma unroll
