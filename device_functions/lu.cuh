@@ -842,11 +842,25 @@ __device__ __forceinline__ int getf2_cols(int k, int base, int m, int n, int ste
     p = word & 0xffff;
     zero = word >> 16;
     ipiv.set(j, p);
-    // 2. rows j and p swap across every column of the group (and y), as getf2_regs (p < m)
+    // 2. rows j and p swap across every column of the group (and y), as getf2_regs (p < m):
+    //    one test a row for the whole row (swap_selected a column would repeat it C + 1
+    //    times; ptxas kept the predicates in registers)
     if (live && p != j) {
 #pragma unroll
-      for (int c = 0; c < C; ++c) swap_selected<NB>(j, p, NB, [&](int i) -> T& { return a[i][c]; });
-      if (with_b) swap_selected<NB>(j, p, NB, [&](int i) -> T& { return y[i]; });
+      for (int i = j + 1; i < NB; ++i) {
+        const bool here = p == i;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const T hi = a[j][c], lo = a[i][c];
+          a[j][c] = select(here, lo, hi);
+          a[i][c] = select(here, hi, lo);
+        }
+        if (with_b) {
+          const T hi = y[j], lo = y[i];
+          y[j] = select(here, lo, hi);
+          y[i] = select(here, hi, lo);
+        }
+      }
     }
     if (live && zero && info == 0) info = j + 1;
     // 3. the owner scales its column (one branch on the reciprocal rule, not one a row);
@@ -854,23 +868,21 @@ __device__ __forceinline__ int getf2_cols(int k, int base, int m, int n, int ste
     //    column right of j without bounds tests (a test a row was most of the
     //    instructions): rows >= m and columns >= n are padding (zero when loaded), never
     //    a pivot, never stored, and never read into a row or column of the matrix.
-    T l[NB];
-#pragma unroll
-    for (int i = j + 1; i < NB; ++i) l[i] = T(0);
+    //    (in place in the owner's column; every lane's own local column cj goes into the
+    //    shuffle, and the owner's value comes out: no register array set up for it)
     if (k == owner && live && !zero) {
       const PivotScale<T> scale(a[j][cj]);
       if (scale.recip) {
 #pragma unroll
-        for (int i = j + 1; i < NB; ++i) l[i] = a[i][cj] * scale.r;
+        for (int i = j + 1; i < NB; ++i) a[i][cj] *= scale.r;
       } else {
 #pragma unroll
-        for (int i = j + 1; i < NB; ++i) l[i] = safe_divide(a[i][cj], scale.piv);
+        for (int i = j + 1; i < NB; ++i) a[i][cj] = safe_divide(a[i][cj], scale.piv);
       }
-#pragma unroll
-      for (int i = j + 1; i < NB; ++i) a[i][cj] = l[i];
     }
+    T l[NB];
 #pragma unroll
-    for (int i = j + 1; i < NB; ++i) l[i] = shfl_idx(l[i], base + owner, ALL);
+    for (int i = j + 1; i < NB; ++i) l[i] = shfl_idx(a[i][cj], base + owner, ALL);
     // 4. the trailing update of this lane's columns right of j (a zero pivot: none)
     if (live && !zero) {
 #pragma unroll

@@ -26,6 +26,11 @@
 //   every thread reads and writes its own elements directly.  Its direct kernel
 //   (getrf_direct_kernel, uniform layout) is for packed NB x NB matrices at a 16-byte
 //   aligned address: no pipeline, each thread loads its matrix in 16-byte pieces.
+// Cols design (getrf_cols_kernel, max(m, n) <= NB = 16, real 4-byte elements): a group
+//   of L lanes per matrix, each holding column pieces of every row in registers
+//   (bdf::getf2_cols: the owner of a column searches its pivot alone and shuffles the
+//   multipliers); its direct kernel (getrf_cols_direct_kernel) solves packed NB x NB
+//   batches at a 16-byte aligned address for X alone, with m = n = NB at compile time.
 // Warps design (getrf_warps_kernel, max(m, n) <= NB = 64 or 128): one block per matrix,
 //   held in registers (bdf::getf2_warps: lane i of every warp rows i, i + 32, .., warp w
 //   the columns w, w + W, ..), entering and leaving through shared memory, where GESV
@@ -544,25 +549,37 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
 // Cols design (getrf_cols_kernel, max(m, n) <= NB, real elements of 4 bytes): a group of
 // L lanes per matrix, lane k holding the column pieces k, k + L, .. (W = 16 / sizeof(T)
 // columns each) of every row in registers (bdf::getf2_cols / getrs_cols), 32 / L
-// matrices per warp, LU_ROWS_BLOCK threads per block; no shared memory, no barrier.
+// matrices per warp, LU_COLS_BLOCK threads per block; no shared memory, no barrier.
 // The first right-hand side rides through the factorization, replicated on the group's
-// lanes.  Blocks an SM should hold: 2 (the NB x NB / L registers of a lane's columns,
-// 128 for float32 16 x 16 with L = 2, leave about 200 with the multipliers and y).
-constexpr int LU_COLS_MIN_BLOCKS = 2;
+// lanes.  Blocks an SM should hold: 5 of 64 threads, three warps a scheduler (168
+// registers; a lane's columns alone are 128 for float32 16 x 16 with L = 2, so ptxas
+// spills about 300 bytes).  Why: the design waits on its dependent chains (pivot search,
+// shuffle, scale, shuffle, update), which only more warps hide; measured on the H100
+// (bench/solve.py's SGESV 16 batch), three warps a scheduler with the spills ran 189 us
+// (random matrices 243), two without (210 registers) 204 (252).
+constexpr int LU_COLS_BLOCK = 64, LU_COLS_MIN_BLOCKS = 5;
 
-// Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
-// takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
-// LU may alias A (a lane reads and writes only its own columns of the column-major
-// factors: in place, A is column-major); X may alias B (every lane reads b before the
-// solve's shuffles and writes its pieces of x after them; a singular matrix writes b back).
-template <class MatA, class Vec, class IVec, int NB, int L>
-__global__ void __launch_bounds__(LU_ROWS_BLOCK, LU_COLS_MIN_BLOCKS)
-getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
-                  int nrhs, int flags, long long count) {
+// One matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp takes
+// its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).  LU
+// may alias A (a lane reads and writes only its own columns of the column-major factors:
+// in place, A is column-major); X may alias B (every lane reads b before the solve's
+// shuffles and writes its pieces of x after them; a singular matrix writes b back).
+// DIRECT (getrf_cols_direct_kernel): the launcher has checked that A is one packed run of
+// NB x NB matrices at a 16-byte aligned address (either orientation), that X alone is
+// wanted and nrhs = 1, so m = n = NB are compile-time constants, every bounds test folds
+// away and the paths for other shapes and outputs are not compiled: the same getf2_cols
+// and getrs_cols in less code (a lane past the batch factors the identity and stores
+// nothing).  Why: measured with ncu on the H100, the general kernel's code (12.9k
+// instructions) stalled on instruction fetch 2.6 times as often as an 8.9k prototype;
+// this one is 9.3k (SGESV 16 on the H100: 303 us with every path of the general kernel,
+// 240 without the factors', 209 with one right-hand side fixed).
+template <bool DIRECT, class MatA, class Vec, class IVec, int NB, int L>
+__device__ __forceinline__ void getrf_cols_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X,
+                                                long long x_col, int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   constexpr int C = NB / L, W = 16 / int(sizeof(T));  // a lane's columns; columns (or rows) a 16-byte piece
   static_assert(!bdf::is_complex_v<T> && C % W == 0 && NB % W == 0, "real elements, whole pieces a lane");
-  constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32;
+  constexpr int PER_WARP = 32 / L, WARPS = LU_COLS_BLOCK / 32;
   constexpr unsigned ALL = 0xffffffffu;
   using P16 = bdf::Pack16<T>;
   const int wl = int(threadIdx.x & 31u), k = wl % L, base = wl - k;
@@ -571,25 +588,27 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
   for (long long w0 = first; w0 < count; w0 += (long long)gridDim.x * WARPS * PER_WARP) {
     const long long b = w0 + wl / L;
     const bool active = b < count;
-    int m = 0, n = 0;  // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
-    if (active) {
+    int m = DIRECT ? NB : 0, n = DIRECT ? NB : 0;  // the user's m x n matrix (the accessor: transposed when a_trans)
+    if (!DIRECT && active) {
       m = a_trans ? A.cols(b) : A.rows(b);
       n = a_trans ? A.rows(b) : A.cols(b);
     }
     const int kmin = m < n ? m : n;
-    const int steps = __reduce_max_sync(ALL, kmin), ncols = __reduce_max_sync(ALL, n);
-    // 1. the lane's columns (zero outside the m x n matrix) and b, replicated
+    const int steps = DIRECT ? NB : __reduce_max_sync(ALL, kmin), ncols = DIRECT ? NB : __reduce_max_sync(ALL, n);
+    // 1. the lane's columns (zero outside the m x n matrix; DIRECT past the batch: the
+    //    identity) and b, replicated
     T a[NB][C], y[NB];
 #pragma unroll
     for (int r = 0; r < NB; ++r) {
       y[r] = T(0);
 #pragma unroll
-      for (int c = 0; c < C; ++c) a[r][c] = T(0);
+      for (int c = 0; c < C; ++c) a[r][c] = T(DIRECT && r == bdf::cols_col<L, W>(k, c));
     }
     if (active) {
       const T* src = A.matrix(b);
-      const long long ld = A.ldim(b);
-      const bool aligned = reinterpret_cast<unsigned long long>(src) % 16 == 0 && ld * (long long)sizeof(T) % 16 == 0;
+      const long long ld = DIRECT ? NB : A.ldim(b);
+      const bool aligned =
+          DIRECT || (reinterpret_cast<unsigned long long>(src) % 16 == 0 && ld * (long long)sizeof(T) % 16 == 0);
       if (aligned && a_trans && n == NB) {  // the user's rows: pieces of W columns
         // rows past m read row 0 again and are zeroed: no branch between the loads, all
         // of them in flight together
@@ -630,7 +649,7 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
           }
         }
       }
-      if (nrhs > 0) {
+      if (DIRECT || nrhs > 0) {
         const T* bv = B.vector(b);
         if (B.inc == 1 && n == NB && reinterpret_cast<unsigned long long>(bv) % 16 == 0) {
 #pragma unroll
@@ -650,10 +669,10 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
     }
     // 2. P A = L U, the first right-hand side riding: y = L^{-1} P b
     bdf::Pivots16 ipiv;
-    const int fail = bdf::getf2_cols<NB, L, W>(k, base, m, n, steps, a, ipiv, y, nrhs > 0);
+    const int fail = bdf::getf2_cols<NB, L, W>(k, base, m, n, steps, a, ipiv, y, DIRECT || nrhs > 0);
     if (active && k == 0) {
       info[b] = fail;
-      if (flags & LU_WRITE_PIV) {
+      if (!DIRECT && (flags & LU_WRITE_PIV)) {
         int* pv = piv.vector(b);
 #pragma unroll
         for (int j = 0; j < NB; ++j) {
@@ -662,7 +681,7 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
         }
       }
     }
-    if (active && (flags & LU_WRITE_LU)) {  // the lane's columns of the column-major factors
+    if (!DIRECT && active && (flags & LU_WRITE_LU)) {  // the lane's columns of the column-major factors
       T* dst = LU.matrix(b);
       const long long ldl = LU.ldim(b);
       const bool vec = m == NB && reinterpret_cast<unsigned long long>(dst) % 16 == 0 &&
@@ -689,11 +708,11 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
       }
     }
     // 3. GESV (the launcher guarantees m == n): each right-hand side replicated on the
-    //    group's lanes, each lane storing its pieces (i / W) % L == k; a singular matrix
-    //    stores b (LAPACK's xGESV leaves X = B)
-    for (int rhs = 0; rhs < nrhs; ++rhs) {
+    //    group's lanes, each lane storing its pieces (i / W) % L == k, 16 bytes each when
+    //    x and b allow; a singular matrix stores b (LAPACK's xGESV leaves X = B)
+    for (int rhs = 0; rhs < (DIRECT ? 1 : nrhs); ++rhs) {
       const T* bv = active ? B.vector(b) + rhs * b_col : nullptr;
-      if (rhs > 0) {
+      if (!DIRECT && rhs > 0) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) y[i] = T(0);
         if (active) {
@@ -704,10 +723,27 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
           }
         }
       }
-      if (!__all_sync(ALL, fail != 0 || !active)) bdf::getrs_cols<NB, L, W>(k, base, fail ? 0 : n, ncols, a, ipiv, y, rhs > 0);
+      if (!__all_sync(ALL, fail != 0 || !active)) bdf::getrs_cols<NB, L, W>(k, base, fail ? 0 : n, ncols, a, ipiv, y, !DIRECT && rhs > 0);
       __syncwarp(ALL);  // every lane's reads of b are done before any lane writes x (X may alias B)
       if (!active) continue;
       T* xv = X.vector(b) + rhs * x_col;
+      const bool pieces = n == NB && X.inc == 1 && reinterpret_cast<unsigned long long>(xv) % 16 == 0 &&
+                          (!fail || (B.inc == 1 && reinterpret_cast<unsigned long long>(bv) % 16 == 0));
+      if (pieces) {
+#pragma unroll
+        for (int q = 0; q < NB / W; ++q) {
+          if (q % L != k) continue;
+          P16 v;
+          if (fail) {
+            v = bdf::get_piece(bv + q * W);
+          } else {
+#pragma unroll
+            for (int e = 0; e < W; ++e) v.v[e] = y[q * W + e];
+          }
+          *reinterpret_cast<P16*>(xv + q * W) = v;
+        }
+        continue;
+      }
 #pragma unroll
       for (int i = 0; i < NB; ++i) {
         if (i >= n) break;
@@ -716,6 +752,20 @@ getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
       }
     }
   }
+}
+
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_COLS_BLOCK, LU_COLS_MIN_BLOCKS)
+getrf_cols_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                  int nrhs, int flags, long long count) {
+  getrf_cols_body<false, MatA, Vec, IVec, NB, L>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+}
+
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_COLS_BLOCK, LU_COLS_MIN_BLOCKS)
+getrf_cols_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                         int nrhs, int flags, long long count) {
+  getrf_cols_body<true, MatA, Vec, IVec, NB, L>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
 }
 
 // --- warps design ----------------------------------------------------------------------

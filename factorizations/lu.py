@@ -47,13 +47,15 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
     """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps'),
-    'direct' (a thread setting's kernel for packed, aligned nb x nb matrices: uniform
-    layout only) or 'laswp' (no setting).  The fused, thread, direct, rows and warps
-    kernels (and cols) take the same arguments."""
+    'direct' (a thread or cols setting's kernel for packed, aligned nb x nb matrices:
+    uniform layout only) or 'laswp' (no setting).  Every kernel but blocked and laswp
+    takes the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
+    if kind == "direct" and setting.cols:
+        return f"getrf_cols_direct_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     if kind in ("fused", "thread", "direct", "rows", "cols", "warps"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
@@ -61,12 +63,12 @@ def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None)
 
 def registered_names() -> list[str]:
     """Every instantiation of lu.cu: each setting for each layout and each dtype it is
-    compiled for (a thread setting only where its matrix fits the register budget; its
-    direct kernel for the uniform layout)."""
+    compiled for (a thread setting only where its matrix fits the register budget; the
+    direct kernels of the thread and cols settings for the uniform layout)."""
     return ([kernel_name(s.design, layout, dt, s) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES
              for s in LU_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("direct", "uniform", dt, s) for dt in ar.SUPPORTED_DTYPES
-               for s in LU_SETTINGS if s.thread and s.compiled_for(np.dtype(dt).itemsize)]
+               for s in LU_SETTINGS if (s.thread or s.cols) and s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("laswp", layout, dt) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES])
 
 
@@ -623,16 +625,28 @@ def _uniform_struct(arr, count, m, n):
     return ln.pack("UniformMatrix", arr.data.ptr, stride, ld, m, n)
 
 
-def _takes_direct(a, nb: int, count: int, itemsize: int, write_lu: bool) -> bool:
-    """Does a thread setting of ``nb`` run its direct kernel on the uniform operand ``a``:
-    one packed run of nb x nb matrices (either orientation) at a 16-byte aligned address,
-    the factors not stored unless a matrix is at most 32 bytes?  A thread's 16-byte stores
-    of its factors reach memory half a sector each when its matrix is larger: measured on
-    an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us that way against 271-282
-    through the pipeline's coalesced runs, 4 x 4 float64 372 against 226; at 2 x 2 the
-    direct kernel was faster (float32 252 against 405 us, float64 218 against 238)."""
-    return (a.rows == a.cols == nb and a.ld == nb and (a.stride == nb * nb or count == 1)
-            and a.base % 16 == 0 and (not write_lu or nb * nb * itemsize <= 32))
+def _packed_aligned(a, count: int) -> bool:
+    """Is the uniform operand ``a`` one packed run of its matrices (either orientation)
+    at a 16-byte aligned address?"""
+    return a.ld == a.rows and (a.stride == a.rows * a.cols or count == 1) and a.base % 16 == 0
+
+
+def _takes_direct(setting: LuSetting, a, count: int, itemsize: int, write_lu: bool, write_piv: bool,
+                  nrhs: int) -> bool:
+    """Does a thread or cols setting run its direct kernel on the uniform operand ``a``:
+    one packed run of nb x nb matrices at a 16-byte aligned address, and for a thread
+    setting the factors not stored unless a matrix is at most 32 bytes, for a cols setting
+    X alone with one right-hand side (all its direct kernel compiles)?  A thread's
+    16-byte stores of its factors reach memory half a sector each when its matrix is
+    larger: measured on an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us
+    that way against 271-282 through the pipeline's coalesced runs, 4 x 4 float64 372
+    against 226; at 2 x 2 the direct kernel was faster (float32 252 against 405 us,
+    float64 218 against 238)."""
+    if not (setting.thread or setting.cols) or not (a.rows == a.cols == setting.nb and _packed_aligned(a, count)):
+        return False
+    if setting.cols:
+        return not write_lu and not write_piv and nrhs == 1
+    return not write_lu or setting.nb ** 2 * itemsize <= 32
 
 
 def _launch_factor(layout, dtype, setting, plan, args, kind=None):
@@ -659,7 +673,12 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     count = int(np.prod(batch, dtype=np.int64))
     kmin = min(m, n)
     itemsize = np.dtype(dtype).itemsize
-    setting = setting or choose_lu_setting(m, n, itemsize, _smem_limit(), is_complex=np.dtype(dtype).kind == "c")
+    if setting is None:  # a converted A is a new packed array; else A's own layout
+        direct_solve = not want_lu and not want_piv and Bm is not None and k == 1 and \
+            (A.dtype != dtype or (count > 0 and m > 0 and n > 0 and
+                                  _packed_aligned(matrix_operand(A, batch, xp), count)))
+        setting = choose_lu_setting(m, n, itemsize, _smem_limit(), direct_solve=direct_solve,
+                                    is_complex=np.dtype(dtype).kind == "c")
     keep_lu = want_lu or setting.blocked
     plan = plan_lu(setting, m, n, itemsize, count, _smem_limit(),  # a setting that cannot run raises here
                    nrhs=k if Bm is not None else 0, write_lu=keep_lu)
@@ -691,8 +710,10 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
         b_args, nrhs, keep = _rhs_args(xp, Bm, X, batch, n, k) if solving and k else \
             ((ln.pack("UniformVector", 0, 0, 1), np.int64(0), ln.pack("UniformVector", 0, 0, 1), np.int64(0)), 0, ())
         kind = None
-        if setting.thread and _takes_direct(a, setting.nb, count, itemsize, lu is not None):  # no shared memory
-            kind, plan = "direct", replace(plan, grid=ln.grid_for(count, setting.threads), smem=0)
+        if _takes_direct(setting, a, count, itemsize, lu is not None, ipiv is not None, nrhs):  # no shared memory
+            kind = "direct"
+            if setting.thread:
+                plan = replace(plan, grid=ln.grid_for(count, setting.threads), smem=0)
         _launch_factor("uniform", dtype, setting, plan,
                        (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), lu_struct, piv_struct,
                         info_arg, *b_args, np.int32(nrhs), np.int32(flags), np.int64(count)), kind)

@@ -31,10 +31,13 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
 - ``cols`` (``getrf_cols_kernel<..., NB, L>``): max(m, n) <= NB, real 4-byte elements, a
   group of L = threads lanes per matrix, lane k holding the column pieces k, k + L, .. (four
   columns each) of every row in registers (bdf::getf2_cols), 32 / L matrices per warp,
-  blocks of ROWS_BLOCK threads: the owner of a column finds its pivot in its own registers
+  blocks of COLS_BLOCK threads: the owner of a column finds its pivot in its own registers
   and shuffles the multipliers to the group; the first right-hand side rides through the
   factorization.  Compiled where a lane's NB x NB / L elements fit LU_COLS_REG_BYTES: 16 x 2
-  for float32 only.
+  for float32 only.  Packed NB x NB matrices at a 16-byte aligned address take its direct
+  kernel (``getrf_cols_direct_kernel``: m = n = NB at compile time, no bounds tests, X
+  alone with at most one right-hand side); the chooser takes the design only for those
+  (``direct_solve``).
 - ``warps`` (``getrf_warps_kernel<..., NB, THREADS>``): max(m, n) <= NB = 64 or 128, one
   block of THREADS per matrix held in registers: lane i of every warp the rows i, i + 32,
   .., warp w of the W = THREADS / 32 the columns w, w + W, .. (R = NB / 32 rows by C =
@@ -54,6 +57,7 @@ from ..settings import DesignKinds, check_setting, warp_pipe_plan_bytes
 SOFT_SMEM = 48 * 1024      # keep sub-warp blocks under this: several blocks per SM
 FUSED_BLOCK = 256          # lu_fused_block_threads() in lu.cu for groups <= 32
 ROWS_BLOCK = 128           # LU_ROWS_BLOCK in lu.cu
+COLS_BLOCK = 64            # LU_COLS_BLOCK in lu.cu
 GEMV_UNROLL = 4            # bdf::GEMV_UNROLL (gemv.cuh)
 GEMM_BLK = 32              # LU_GEMM_BLK in lu.cu
 # LU_THREAD_REG_BYTES in lu.cu: the thread design's register array of one matrix (NB x NB
@@ -196,11 +200,15 @@ def panel_ld(m: int) -> int:
 
 
 def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024, *,
+                      direct_solve: bool = False,
                       is_complex: bool = False) -> LuSetting:
     """Default setting for the largest m and n of a batch.
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
-    registers), then up to 32 the rows design for elements of at most 8 bytes (a
+    registers); float32 16 x 16 the cols design for a ``direct_solve`` (one packed run
+    of matrices at a 16-byte aligned address, X alone wanted, at most one right-hand
+    side: its direct kernel, the note after _ROWS_CHOICE);
+    then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
     matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the warps design for elements of at most 8 bytes (a block per
     matrix in registers: _WARPS_CHOICE); beyond, blocked with the widest panel whose
@@ -222,7 +230,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     for s in THREAD_SETTINGS:
         if s.fits(m, n, itemsize, smem_limit):
             return s
-    if itemsize == 4 and not is_complex and _COLS_FROM <= size <= 16:
+    if itemsize == 4 and not is_complex and direct_solve and m == n == COLS_SETTINGS[0].nb:
         return COLS_SETTINGS[0]
     if itemsize <= 8:
         for up_to, nb, lanes in _ROWS_CHOICE[itemsize]:
@@ -255,13 +263,18 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 # do not gain (16 x 8: DGESV 16 x 16 290 us against 267; complex64 760-960 us against 590-790).
 _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
 
-# float32 from this size to 16: the cols design (two lanes a matrix, 16 x 2).  Measured on the
-# H100 (session 17, scratch prototype of the same design against the rows16x16 default on
-# bench/solve.py's 16 x 16 batches): SGESV 192 us against 337 (diagonally dominant), 241
-# against 342 with an interchange at most steps (random matrices).  float64 with four lanes
-# (254 registers, two blocks an SM) ran level with rows16x16 (269 against 267 us) and eight
-# lanes slower (324): not registered.
-_COLS_FROM = 9
+# float32 16 x 16 in one packed run at a 16-byte aligned address, X alone wanted with at
+# most one right-hand side (``direct_solve``: what the cols design's direct kernel takes):
+# the cols design.  Measured on the H100
+# (bench/solve.py's batches): the scratch prototype of its direct kernel ran SGESV 16 in
+# 192-196 us against rows16x16's 337 (diagonally dominant), 241 against 342 with an
+# interchange at most steps (random matrices); the general kernel (any layout, m, n <=
+# 16) ran level with rows16x16 on the dominant batch (344 us) and slower on the random
+# one (525), so other batches keep the rows design.  float64 with four lanes (254
+# registers, two blocks an SM) ran level with rows16x16 (265 against 267 us), eight lanes
+# slower (324), and a cp.async prefetch of the warp's next matrices into shared memory
+# gained nothing in either precision (the design is bound by its dependent chains, not
+# by its loads' latency): not registered.
 
 # The warps setting's threads (NB = 128) by element size, from 65 to 128 (measured on the
 # H100, scratch A/B of every setting side by side, GESV X only and GETRF, 256 MB of A):
@@ -318,8 +331,9 @@ def plan_lu(setting: LuSetting, m_max: int, n_max: int, itemsize: int, count: in
                 (f"a lane's {setting.nb} x {setting.nb // setting.threads} of them", LU_COLS_REG_BYTES)
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements ({what} passes "
                              f"the register budget of {budget} bytes); use a rows setting or a fused one")
-        groups = ROWS_BLOCK // setting.threads
-        return LuPlan(grid_for(count, groups), ROWS_BLOCK, 0, groups, 0)
+        block = COLS_BLOCK if setting.cols else ROWS_BLOCK
+        groups = block // setting.threads
+        return LuPlan(grid_for(count, groups), block, 0, groups, 0)
     if setting.warps:
         if not setting.compiled_for(itemsize):
             raise ValueError(f"setting {setting} is not compiled for {itemsize}-byte elements (a thread's "

@@ -873,10 +873,12 @@ def _same_solutions(x, ref, A, B, singular, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
-    """A thread setting runs its direct kernel exactly for packed NB x NB batches at a
-    16-byte aligned address (C or F order, one matrix or many) when the factors are not
-    stored or a matrix is at most 32 bytes, the pipeline kernel otherwise (off that
-    address, a block of larger matrices, matrices below NB).  X alone (solve's flags) with
+    """A thread or cols setting runs its direct kernel exactly for packed NB x NB batches
+    at a 16-byte aligned address (C or F order, one matrix or many), for a thread setting
+    when the factors are not stored or a matrix is at most 32 bytes, for a cols setting
+    X alone with at most one right-hand side; the setting's general kernel otherwise (off
+    that address, a thread setting's block of larger matrices; for cols three right-hand
+    sides, or the factors wanted).  X alone (solve's flags) with
     one packed right-hand side, a strided one and three, and GESV with its factors: the
     same as the pipeline kernel (the same operations: the same info and pivots, factors
     and X up to rounding, X = B for the singular matrix)."""
@@ -892,11 +894,11 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
     monkeypatch.setattr(lu_module, "_launch_factor", spy)
     rng = rng_for("direct", str(np.dtype(dtype)))
     itemsize = np.dtype(dtype).itemsize
-    for s in THREAD_SETTINGS:
+    for s in THREAD_SETTINGS + COLS_SETTINGS:
         if not_compiled(s, dtype):
             continue
         n = s.nb
-        small = n * n * itemsize <= 32   # the factors too go by direct stores
+        small = n * n * itemsize <= 32   # a thread setting's factors too go by direct stores
         for count in (1, 77):
             A = lu_matrix(rng, (count,), n, n, dtype, "rand")
             A[count // 2, :, n - 1] = 0    # singular: info = n, X = B
@@ -912,13 +914,14 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
                     kinds.clear()
                     poison_pool(xp, A.nbytes)
                     x, info = lu_module._gesv_arrays(Ad, Bd, False, False, s, want_factors=False)[2:]
-                    assert kinds == ["direct" if aligned else None], (s, count, layout, b_layout)
+                    direct = aligned and (s.thread or b_layout != "three")  # cols: one right-hand side
+                    assert kinds == ["direct" if direct else None], (s, count, layout, b_layout)
                     np.testing.assert_array_equal(to_np(info), to_np(ref_info))
                     _same_solutions(to_np(x), to_np(xr), A, Bn, count // 2, dtype)
                 kinds.clear()
                 poison_pool(xp, A.nbytes)
                 lu, piv, x, info = gesv(Ad, to_xp(xp, B), setting=s)
-                assert kinds == ["direct" if aligned and small else None], (s, count, layout)
+                assert kinds == ["direct" if aligned and small and s.thread else None], (s, count, layout)
                 np.testing.assert_array_equal(to_np(info), to_np(ref_info))
                 np.testing.assert_array_equal(to_np(piv), to_np(ref_piv))
                 _close(to_np(lu), to_np(ref_lu), dtype)
@@ -975,8 +978,12 @@ def test_chooser_picks_registered_settings():
             assert s in LU_SETTINGS
             # measured: one thread per matrix up to 8 (4 for complex128), fused up to 64
             assert s.thread == (n <= (4 if itemsize == 16 else 8)), (n, itemsize, s)
-            # float32 from 9 to 16: two lanes a matrix, by columns
-            assert s.cols == (itemsize == 4 and 9 <= n <= 16), (n, itemsize, s)
+            # by default never the cols design
+            assert not s.cols, (n, itemsize, s)
+            # a packed float32 16 x 16 batch's X alone: two lanes a matrix, by columns (its direct kernel)
+            p = choose_lu_setting(n, n, itemsize, direct_solve=True)
+            assert p.cols == (itemsize == 4 and n == 16) and (p.cols or p == s), (n, itemsize, p)
+            assert not choose_lu_setting(n, n, itemsize, direct_solve=True, is_complex=True).cols
             assert s.rows == (not s.thread and not s.cols and n <= 32 and itemsize <= 8), (n, itemsize, s)
             # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45
             assert s.warps == (64 < n <= 128 and itemsize <= 8 or 45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
@@ -989,8 +996,9 @@ def test_chooser_picks_registered_settings():
         for dt in DTYPES:
             assert kernel_name("laswp", layout, dt) in names
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
-    direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS for dt in DTYPES)
+    direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS + COLS_SETTINGS for dt in DTYPES)
     assert len(names) == 3 * (compiled + 4) + direct   # three layouts; laswp for each dtype; direct: uniform
+    assert choose_lu_setting(16, 12, 4, direct_solve=True).rows and choose_lu_setting(15, 15, 4, direct_solve=True).rows
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(32, 32, 8) == ROWS_SETTINGS[2] and choose_lu_setting(32, 32, 16).fused
     assert choose_lu_setting(2, 2, 8) == THREAD_SETTINGS[0] and choose_lu_setting(8, 8, 4) == THREAD_SETTINGS[-1]
@@ -1032,7 +1040,8 @@ def test_plan_fits_shared_memory(setting):
                 assert plan.grid == -(-70_000 // setting.threads)
                 assert plan.smem == setting.thread_stage_bytes(n, n, 0, itemsize, write_lu=True)
             elif setting.rows or setting.cols:   # 32 / L matrices per warp, static shared memory or none
-                assert plan.block == 128 and plan.groups == 128 // setting.threads and plan.smem == 0
+                block = 64 if setting.cols else 128
+                assert plan.block == block and plan.groups == block // setting.threads and plan.smem == 0
                 assert plan.grid == -(-70_000 // plan.groups)
             elif setting.warps:  # a block per matrix
                 assert plan.block == setting.threads and plan.groups == 1 and plan.grid == 70_000
@@ -1126,7 +1135,8 @@ def test_rows_settings_plan_and_registration():
 
 def test_cols_settings_plan_and_registration():
     """Two lanes a matrix, by columns: registered for float32 only (a lane's 16 x 8
-    elements fit 512 bytes), every layout; 64 matrices a block of 128 threads."""
+    elements fit 512 bytes), every layout; 32 matrices a block of 64 threads; the direct
+    kernel for the uniform layout."""
     from batched.device_functions import registered
 
     names = {p.name: s for p, s in registered().items()}[SOURCE.name]
@@ -1140,14 +1150,16 @@ def test_cols_settings_plan_and_registration():
             name = kernel_name("cols", layout, dt, s)
             assert name.startswith("getrf_cols_kernel<")
             assert (name in names) == (itemsize == 4), name
+        direct = kernel_name("direct", "uniform", dt, s)
+        assert direct.startswith("getrf_cols_direct_kernel<") and (direct in names) == (itemsize == 4), direct
     limit = 227 * 1024
     with pytest.raises(ValueError, match="not compiled for 8-byte elements"):
         plan_lu(s, 16, 16, 8, 10, limit)
     with pytest.raises(ValueError, match="takes matrices up to 16 x 16"):
         plan_lu(s, 17, 3, 4, 10, limit)
     plan = plan_lu(s, 16, 16, 4, 2**40, limit)
-    assert plan.block == 128 and plan.groups == 64 and plan.smem == 0 and plan.grid == 2**31 - 1
-    assert plan_lu(s, 9, 16, 4, 65, limit).grid == 2
+    assert plan.block == 64 and plan.groups == 32 and plan.smem == 0 and plan.grid == 2**31 - 1
+    assert plan_lu(s, 9, 16, 4, 65, limit).grid == 3
 
 
 def test_warps_settings_plan_and_registration():
