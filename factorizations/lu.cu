@@ -598,6 +598,18 @@ __device__ __forceinline__ void getrf_cols_body(MatA A, MatA LU, IVec piv, int* 
     // 1. the lane's columns (zero outside the m x n matrix; DIRECT past the batch: the
     //    identity) and b, replicated
     T a[NB][C], y[NB];
+    // y[0 .. n) = b at bv (y zero beyond): 16-byte pieces when b is a packed aligned run
+    auto load_b = [&](const T* bv) {
+      if (B.inc == 1 && n == NB && bdf::run_aligned<NB, T>(bv)) {
+        bdf::load_run<NB>(y, bv);
+        return;
+      }
+#pragma unroll
+      for (int i = 0; i < NB; ++i) {
+        if (i >= n) break;
+        y[i] = bv[i * B.inc];
+      }
+    };
 #pragma unroll
     for (int r = 0; r < NB; ++r) {
       y[r] = T(0);
@@ -649,23 +661,7 @@ __device__ __forceinline__ void getrf_cols_body(MatA A, MatA LU, IVec piv, int* 
           }
         }
       }
-      if (DIRECT || nrhs > 0) {
-        const T* bv = B.vector(b);
-        if (B.inc == 1 && n == NB && reinterpret_cast<unsigned long long>(bv) % 16 == 0) {
-#pragma unroll
-          for (int q = 0; q < NB / W; ++q) {
-            const P16 v = bdf::get_piece(bv + q * W);
-#pragma unroll
-            for (int e = 0; e < W; ++e) y[q * W + e] = v.v[e];
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < NB; ++i) {
-            if (i >= n) break;
-            y[i] = bv[i * B.inc];
-          }
-        }
-      }
+      if (DIRECT || nrhs > 0) load_b(B.vector(b));
     }
     // 2. P A = L U, the first right-hand side riding: y = L^{-1} P b
     bdf::Pivots16 ipiv;
@@ -715,32 +711,22 @@ __device__ __forceinline__ void getrf_cols_body(MatA A, MatA LU, IVec piv, int* 
       if (!DIRECT && rhs > 0) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) y[i] = T(0);
-        if (active) {
-#pragma unroll
-          for (int i = 0; i < NB; ++i) {
-            if (i >= n) break;
-            y[i] = bv[i * B.inc];
-          }
-        }
+        if (active) load_b(bv);
       }
       if (!__all_sync(ALL, fail != 0 || !active)) bdf::getrs_cols<NB, L, W>(k, base, fail ? 0 : n, ncols, a, ipiv, y, !DIRECT && rhs > 0);
       __syncwarp(ALL);  // every lane's reads of b are done before any lane writes x (X may alias B)
       if (!active) continue;
       T* xv = X.vector(b) + rhs * x_col;
-      const bool pieces = n == NB && X.inc == 1 && reinterpret_cast<unsigned long long>(xv) % 16 == 0 &&
-                          (!fail || (B.inc == 1 && reinterpret_cast<unsigned long long>(bv) % 16 == 0));
+      const bool pieces = n == NB && X.inc == 1 && bdf::run_aligned<NB, T>(xv) &&
+                          (!fail || (B.inc == 1 && bdf::run_aligned<NB, T>(bv)));
       if (pieces) {
 #pragma unroll
         for (int q = 0; q < NB / W; ++q) {
           if (q % L != k) continue;
-          P16 v;
-          if (fail) {
-            v = bdf::get_piece(bv + q * W);
-          } else {
-#pragma unroll
-            for (int e = 0; e < W; ++e) v.v[e] = y[q * W + e];
-          }
-          *reinterpret_cast<P16*>(xv + q * W) = v;
+          if (fail)
+            *reinterpret_cast<P16*>(xv + q * W) = bdf::get_piece(bv + q * W);
+          else
+            bdf::put_piece(xv + q * W, y, q * W);
         }
         continue;
       }

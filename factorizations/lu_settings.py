@@ -36,7 +36,7 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   factorization.  Compiled where a lane's NB x NB / L elements fit LU_COLS_REG_BYTES: 16 x 2
   for float32 only.  Packed NB x NB matrices at a 16-byte aligned address take its direct
   kernel (``getrf_cols_direct_kernel``: m = n = NB at compile time, no bounds tests, X
-  alone with at most one right-hand side); the chooser takes the design only for those
+  alone with one right-hand side); the chooser takes the design only for those
   (``direct_solve``).
 - ``warps`` (``getrf_warps_kernel<..., NB, THREADS>``): max(m, n) <= NB = 64 or 128, one
   block of THREADS per matrix held in registers: lane i of every warp the rows i, i + 32,
@@ -70,8 +70,9 @@ LU_THREAD_REG_BYTES = 512
 # bytes; within the budget every instantiation takes at most 128 registers and 40 bytes
 # of spill).
 LU_ROWS_REG_BYTES = 256
-# The cols design's lane holds NB x NB / L elements: at most 128 floats (512 bytes, 128 of
-# its 255 registers; float32 16 x 16 with two lanes takes 224-254 registers in all).
+# The cols design's lane holds NB x NB / L elements: at most 128 floats (512 bytes; float32
+# 16 x 16 with two lanes needs 202-239 registers in all, capped at 168 by lu.cu's
+# LU_COLS_MIN_BLOCKS with 300-550 bytes of spill).
 LU_COLS_REG_BYTES = 512
 
 
@@ -206,8 +207,8 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers); float32 16 x 16 the cols design for a ``direct_solve`` (one packed run
-    of matrices at a 16-byte aligned address, X alone wanted, at most one right-hand
-    side: its direct kernel, the note after _ROWS_CHOICE);
+    of matrices at a 16-byte aligned address, X alone wanted, one right-hand side: its
+    direct kernel, the note after _ROWS_CHOICE);
     then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
     matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the warps design for elements of at most 8 bytes (a block per
@@ -263,11 +264,10 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
 # do not gain (16 x 8: DGESV 16 x 16 290 us against 267; complex64 760-960 us against 590-790).
 _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16), (32, 32, 32))}
 
-# float32 16 x 16 in one packed run at a 16-byte aligned address, X alone wanted with at
-# most one right-hand side (``direct_solve``: what the cols design's direct kernel takes):
-# the cols design.  Measured on the H100
-# (bench/solve.py's batches): the scratch prototype of its direct kernel ran SGESV 16 in
-# 192-196 us against rows16x16's 337 (diagonally dominant), 241 against 342 with an
+# float32 16 x 16 in one packed run at a 16-byte aligned address, X alone wanted with one
+# right-hand side (``direct_solve``: what the cols design's direct kernel takes): the cols
+# design.  Measured on the H100 (bench/solve.py's batches): its direct kernel ran SGESV 16
+# in 189 us against rows16x16's 337 (diagonally dominant), 243 against 340 with an
 # interchange at most steps (random matrices); the general kernel (any layout, m, n <=
 # 16) ran level with rows16x16 on the dominant batch (344 us) and slower on the random
 # one (525), so other batches keep the rows design.  float64 with four lanes (254
