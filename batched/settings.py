@@ -382,6 +382,10 @@ class DesignKinds:
     def warps(self) -> bool:
         return self.design == "warps"
 
+    @property
+    def panels(self) -> bool:
+        return self.design == "panels"
+
 
 def check_setting(setting, kind, compiled) -> None:
     """``setting=`` of any routine: None, or one of the ``compiled`` settings of class ``kind``."""

@@ -292,6 +292,23 @@ template <typename R> __device__ __forceinline__ unsigned long long pivot_key(bo
   return cand ? key : 0ull;
 }
 
+// The lane's best pivot candidate among its R rows: the largest key (pivot_key), the
+// smaller position among equal keys (bdf::iamax's order), its position and its value.
+template <int R, typename T>
+__device__ __forceinline__ void lane_best(const unsigned long long (&key)[R], const int (&pos)[R], const T (&v)[R],
+                                          unsigned long long& best, int& best_pos, T& best_v) {
+  best = key[0];
+  best_pos = pos[0];
+  best_v = v[0];
+#pragma unroll
+  for (int r = 1; r < R; ++r) {
+    const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
+    best = better ? key[r] : best;
+    best_pos = better ? pos[r] : best_pos;
+    best_v = select(better, v[r], best_v);
+  }
+}
+
 // Maximum / minimum of v over each group of L lanes of a warp, by one full-warp REDUX per
 // group (the other groups' lanes give the neutral value): every lane of the warp calls
 // it.  A group's own mask would send __reduce_*_sync down the compiler's divergent
@@ -419,18 +436,16 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
     const bool live = j < kmin;
     // the lane's best candidate (positions j .. m-1), then the group's
     unsigned long long key[R];
+    T col[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(live && lane + r * L < m && pos[r] >= j, abs1(a[r][j]));
-    unsigned long long best = key[0];
-    int best_pos = pos[0];
-    T best_v = a[0][j];
-#pragma unroll
-    for (int r = 1; r < R; ++r) {
-      const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
-      best = better ? key[r] : best;
-      best_pos = better ? pos[r] : best_pos;
-      best_v = better ? a[r][j] : best_v;
+    for (int r = 0; r < R; ++r) {
+      col[r] = a[r][j];
+      key[r] = pivot_key<Real>(live && lane + r * L < m && pos[r] >= j, abs1(col[r]));
     }
+    unsigned long long best;
+    int best_pos;
+    T best_v;
+    lane_best(key, pos, col, best, best_pos, best_v);
     // the best candidate's reciprocal while the reduction runs: the pivot's comes with
     // its row, so no lane waits for a division after the pivot is known
     const PivotScale<T> own(best_v);
@@ -646,29 +661,29 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
     unsigned long long key[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(lane + 32 * r < m && pos[r] >= s, abs1(v[r]));
-    unsigned long long best = key[0];
-    int best_pos = pos[0];
-    T best_v = v[0];
-#pragma unroll
-    for (int r = 1; r < R; ++r) {
-      const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
-      best = better ? key[r] : best;
-      best_pos = better ? pos[r] : best_pos;
-      best_v = select(better, v[r], best_v);
-    }
+    unsigned long long best;
+    int best_pos;
+    T best_v;
+    lane_best(key, pos, v, best, best_pos, best_v);
     const PivotScale<T> own(best_v);  // while the reductions run
     const int at = rows_pivot<32, Real>(best, best_pos);
     const int src = __ffs(__ballot_sync(ALL, best != 0ull && best_pos == at)) - 1;
     const T piv = shfl_from(best_v, src, ALL, 32), rcp = shfl_from(own.r, src, ALL, 32);
     const bool go = piv != T(0);
+    T x[R];  // the multipliers; the rule's division (rcp = 0: uniform, rare) apart, not a
+             // branch a row
+#pragma unroll
+    for (int r = 0; r < R; ++r) x[r] = v[r] * rcp;
+    if (rcp == T(0)) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) x[r] = safe_divide(v[r], piv);
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {  // rows whose position after the interchange is past s
       const int p = pos[r] == s ? at : pos[r] == at ? s : pos[r];
       const bool upd = go && lane + 32 * r < m && p > s;
-      T x = v[r] * rcp;
-      if (rcp == T(0)) x = safe_divide(v[r], piv);
-      sl[(s & 1) * NB + lane + 32 * r] = select(upd, x, T(0));
-      v[r] = select(upd, x, v[r]);
+      sl[(s & 1) * NB + lane + 32 * r] = select(upd, x[r], T(0));
+      v[r] = select(upd, x[r], v[r]);
     }
     if (lane == 0) {
       sstep[2 * (s & 1)] = at;
@@ -763,6 +778,240 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
   return info;
 }
 
+
+// --- panels design: the matrix in shared memory, one panel warp, W - 1 update warps -------
+//
+// getf2_panels is LAPACK's blocked right-looking xGETRF for a matrix of up to NB x NB
+// held by one block in shared memory, with a look-ahead of one panel.  Warp 0 factors
+// the panel of PB columns at k in its registers (lane i the rows k + i, k + i + 32, ..:
+// the pivot search of getf2_warps, the pivot row to the warp through two small slots of
+// shared memory, no block barrier); the rows keep their registers and their positions
+// move (pos), so the panel is stored back with every row at its final position, and the
+// rows that moved are published as a list of moves (at most 2 PB).  After one barrier the
+// W - 1 update warps apply the panel to the other columns: the moves (LAPACK's xLASWP;
+// every column but the panel's), U12 = L11^{-1} A12 (a lane a column) and A22 -= L21 U12
+// (lanes over rows, L21 in registers).  The next panel's columns come first and are
+// signalled by a named barrier, after which warp 0 factors that panel while the update
+// warps finish the others.  Why: in getf2_warps every step waits at a block barrier for
+// one warp's chain; here the block meets once a panel.  Measured on the H100 (session
+// 19, ncu at 128 x 128 float64, 256 threads): the panel warp is the critical path, about
+// 260 instructions and 1,500-2,000 cycles a step (its dependent chain: keys, three
+// reductions, the pivot row's trip through shared memory), the update warps a quarter of
+// their time at the panel barrier; DGESV 128 2.12 ms against warps' 2.28, SGESV 128 1.85
+// (three blocks an SM) against 2.02.  compute-sanitizer's racecheck reports hazards in
+// this function (float32 128 x 128 GETRF; some float64 shapes), not yet explained
+// (memcheck clean, every test passing), so no chooser takes it.  The pivot order, the
+// reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
+// used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
+// trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
+//
+// Threads:  the whole block of 32 W threads (W >= 2), every thread with the same m, n.
+// Shared:   S, the matrix column-major with leading dimension NB + 1 (rows and columns
+//           past m and n are never read); sl, getf2_warps' 2 NB elements (the pivot
+//           row's two slots, then the info word and the moves of two panels: 2 PB + 2 +
+//           69 ints fit from NB = 64 on); spiv (min(m, n) ints), sorig (m ints).
+// Sync:     __syncthreads once a panel and once at the end; named barrier 1 (every
+//           thread) between the update warps' first columns and the next panel.
+// Memory:   on exit S holds P A = L U (m x n part), spiv LAPACK's ipiv - 1 and sorig[i]
+//           the row of A that row i of P A came from, as getf2_warps.
+// Failure:  LAPACK's info, returned to every thread.
+template <int NB, int W, int PB, typename T, int R = NB / 32>
+__device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv, int* sorig) {
+  using Real = typename real_of<T>::type;
+  constexpr int LD = NB + 1, U = W - 1, MOVES = 2 * PB, SLOT = 2 + 2 * MOVES;
+  constexpr unsigned ALL = 0xffffffffu;
+  static_assert(R * 32 == NB && W >= 2 && MOVES <= 32, "whole rows a lane, a panel warp and update warps");
+  static_assert(2 * (PB + 1) * sizeof(T) + (1 + 2 * SLOT) * sizeof(int) <= 2 * NB * sizeof(T), "sl's room");
+  const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
+  const int kmin = m < n ? m : n, panels = (kmin + PB - 1) / PB;
+  int* sint = reinterpret_cast<int*>(sl + 2 * (PB + 1));  // [0] info, then two slots of moves
+  auto moves_of = [&](int p) { return sint + 1 + (p & 1) * SLOT; };  // count, zero-pivot mask, dst[], src[]
+
+  if (w > 0)
+    for (int i = int(threadIdx.x) - 32; i < m; i += 32 * U) sorig[i] = i;
+  if (threadIdx.x == 0) sint[0] = 0;
+  int info = 0;  // the panel warp's
+
+  // The panel at k (kb <= PB columns) in warp 0's registers, factored and stored.
+  auto factor_panel = [&](int p, int k, int kb) {
+    T a[R][PB];
+    int pos[R];
+    bool valid[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      const int i = k + lane + 32 * q;
+      valid[q] = i < m;
+      pos[q] = i;
+#pragma unroll
+      for (int c = 0; c < PB; ++c) a[q][c] = valid[q] && c < kb ? S[i + (k + c) * LD] : T(0);
+    }
+    unsigned go_mask = 0;
+#pragma unroll
+    for (int t = 0; t < PB; ++t) {
+      if (t >= kb) break;  // uniform
+      const int j = k + t;
+      unsigned long long key[R];
+      T v[R];
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        v[q] = a[q][t];
+        key[q] = pivot_key<Real>(valid[q] && pos[q] >= j, abs1(v[q]));
+      }
+      unsigned long long best;
+      int best_pos;
+      T best_v;
+      lane_best(key, pos, v, best, best_pos, best_v);
+      const PivotScale<T> own(best_v);  // while the reductions run
+      const int at = rows_pivot<32, Real>(best, best_pos);
+      // the pivot row from column t on, and its reciprocal, to the warp (two slots: a
+      // lane writing step t + 1's has passed the barrier every lane reaches after
+      // reading step t - 1's)
+      T* row = sl + (t & 1) * (PB + 1);
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        if (key[q] != 0ull && pos[q] == at) {
+#pragma unroll
+          for (int c = t; c < PB; ++c) row[c] = a[q][c];
+          row[PB] = own.r;  // 0 where the rule divides
+        }
+      }
+      __syncwarp();
+      const T piv = row[t], rcp = row[PB];
+      T u[PB];
+#pragma unroll
+      for (int c = t + 1; c < PB; ++c) u[c] = row[c];
+      const bool go = piv != T(0);  // uniform
+      T x[R];  // the multipliers; the rule's division (rcp = 0: uniform, rare) apart, so
+               // that each row's update below is a few predicated instructions, not a branch
+#pragma unroll
+      for (int q = 0; q < R; ++q) x[q] = a[q][t] * rcp;
+      if (rcp == T(0)) {
+#pragma unroll
+        for (int q = 0; q < R; ++q) x[q] = safe_divide(a[q][t], piv);
+      }
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        pos[q] = pos[q] == j ? at : pos[q] == at ? j : pos[q];
+        if (go && valid[q] && pos[q] > j) {
+          a[q][t] = x[q];
+#pragma unroll
+          for (int c = t + 1; c < PB; ++c) a[q][c] -= x[q] * u[c];
+        }
+      }
+      if (lane == 0) spiv[j] = at;
+      if (!go && info == 0) info = j + 1;
+      go_mask |= unsigned(go) << t;
+    }
+    // every row at its position; the rows that moved, as (destination, source) pairs
+    int* mv = moves_of(p);
+    int moved_before = 0;
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      if (valid[q]) {
+#pragma unroll
+        for (int c = 0; c < PB; ++c)
+          if (c < kb) S[pos[q] + (k + c) * LD] = a[q][c];
+      }
+      const bool moved = valid[q] && pos[q] != k + lane + 32 * q;
+      const unsigned mask = __ballot_sync(ALL, moved);
+      if (moved) {
+        const int e = moved_before + __popc(mask & ((1u << lane) - 1u));
+        mv[2 + e] = pos[q];
+        mv[2 + MOVES + e] = k + lane + 32 * q;
+      }
+      moved_before += __popc(mask);
+    }
+    if (lane == 0) {
+      mv[0] = moved_before;
+      mv[1] = int(go_mask);
+      sint[0] = info;
+    }
+  };
+
+  // Update warp w's share of columns c0 <= j < c1 (those with (j - base) % U == w - 1)
+  // for the panel at k (kb columns, moves mv): the rows interchanged; with `full` also
+  // U12 solved and A22 updated.
+  auto apply_panel = [&](int k, int kb, const int* mv, int base, int c0, int c1, bool full) {
+    const int count = mv[0];
+    const unsigned go_mask = unsigned(mv[1]);
+    const int first = c0 + ((base + w - 1 - c0) % U + U) % U;
+    if (first >= c1) return;  // uniform over the warp
+    for (int j = first + U * lane; j < c1; j += 32 * U) {  // a lane a column
+      T* col = S + j * LD;
+      T v[MOVES];
+#pragma unroll
+      for (int e = 0; e < MOVES; ++e)
+        if (e < count) v[e] = col[mv[2 + MOVES + e]];
+#pragma unroll
+      for (int e = 0; e < MOVES; ++e)
+        if (e < count) col[mv[2 + e]] = v[e];
+      if (full) {  // U12 = L11^{-1} A12, the unit lower L11 of the panel
+        T x[PB];
+#pragma unroll
+        for (int t = 0; t < PB; ++t) x[t] = t < kb ? col[k + t] : T(0);
+#pragma unroll
+        for (int t = 0; t < PB; ++t) {
+          if (t >= kb || !(go_mask >> t & 1u)) continue;
+#pragma unroll
+          for (int s = t + 1; s < PB; ++s)
+            if (s < kb) x[s] -= S[k + s + (k + t) * LD] * x[t];
+        }
+#pragma unroll
+        for (int t = 1; t < PB; ++t)
+          if (t < kb) col[k + t] = x[t];
+      }
+    }
+    if (!full) return;
+    __syncwarp();  // the warp's U12 columns are visible to its lanes
+    const int k2 = k + kb;
+    T l[R][PB];  // L21: the lane's rows k2 + lane + 32 q
+#pragma unroll
+    for (int q = 0; q < R; ++q)
+#pragma unroll
+      for (int t = 0; t < PB; ++t)
+        l[q][t] = k2 + lane + 32 * q < m && t < kb ? S[k2 + lane + 32 * q + (k + t) * LD] : T(0);
+    for (int j = first; j < c1; j += U) {
+      T* col = S + j * LD;
+      T u[PB];  // a zero pivot's row of U12 takes no part
+#pragma unroll
+      for (int t = 0; t < PB; ++t) u[t] = t < kb && (go_mask >> t & 1u) ? col[k + t] : T(0);
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        const int i = k2 + lane + 32 * q;
+        if (i < m) {
+          T acc = col[i];
+#pragma unroll
+          for (int t = 0; t < PB; ++t) acc -= l[q][t] * u[t];
+          col[i] = acc;
+        }
+      }
+    }
+  };
+
+  for (int p = 0; p < panels; ++p) {
+    const int k = p * PB, kb = min(PB, kmin - k), k2 = k + kb, kb2 = max(0, min(PB, kmin - k2));
+    if (w == 0) {
+      if (p > 0) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");  // panel p's columns are up to date
+      factor_panel(p, k, kb);
+    }
+    __syncthreads();  // panel p, its pivots and moves are published
+    if (w > 0) {
+      const int* mv = moves_of(p);
+      apply_panel(k, kb, mv, k2, k2, k2 + kb2, true);  // the next panel's columns first
+      if (p + 1 < panels) asm volatile("bar.arrive 1, %0;" ::"r"(32 * W) : "memory");
+      apply_panel(k, kb, mv, k2, k2 + kb2, n, true);  // the rest of the trailing columns
+      apply_panel(k, kb, mv, k2, 0, k, false);        // L's columns left of the panel
+      if (w == 1) {                                   // the rows' origins
+        const int count = mv[0];
+        const int from = lane < count ? sorig[mv[2 + MOVES + lane]] : 0;
+        __syncwarp();
+        if (lane < count) sorig[mv[2 + lane]] = from;
+      }
+    }
+  }
+  __syncthreads();
+  return sint[0];
+}
 
 // --- cols design: column pieces per lane -----------------------------------------------
 //

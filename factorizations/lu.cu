@@ -781,11 +781,14 @@ template <typename T, int NB, int THREADS> struct WarpsSmem {
 // bdf::getrs_tile: GESV in one launch, as fused.  Same arguments and flags as
 // getrf_fused_kernel; LU may alias A (the whole matrix is read before any of it is
 // written), X may alias B (the first column is read with the matrix, the others before
-// their solve).
-template <class MatA, class Vec, class IVec, int NB, int THREADS>
-__global__ void __launch_bounds__(THREADS)
-getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
-                   int nrhs, int flags, long long count) {
+// their solve).  The panels design (getrf_panels_kernel) is the same kernel with the
+// matrix factored where it lies in shared memory by bdf::getf2_panels (a panel warp
+// and update warps, panels of LU_PANEL_COLS columns).
+constexpr int LU_PANEL_COLS = 8;
+
+template <bool PANELS, class MatA, class Vec, class IVec, int NB, int THREADS>
+__device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
+                                                 Vec X, long long x_col, int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   using SM = WarpsSmem<T, NB, THREADS>;
   constexpr int W = THREADS / 32, R = NB / 32, C = NB / W, LD = NB + 1;
@@ -820,14 +823,42 @@ getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
     if (nrhs > 0)
       for (int i = tid; i < n; i += THREADS) sb[i] = B.vector(b)[i * B.inc];
     g.sync();
-    T a[C][R];
-    bdf::warps_load<W>(a, S, LD);
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
-    const int fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
+    int fail;
+    if constexpr (PANELS) {
+      fail = bdf::getf2_panels<NB, W, LU_PANEL_COLS>(m, n, S, sl, spiv, sorig);
+    } else {
+      T a[C][R];
+      bdf::warps_load<W>(a, S, LD);
+      fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
+    }
     // 3. info, pivots, factors and GESV (the launcher guarantees m == n): b_i at row sorig[i]
     lu_tile_outputs(g, b, m, n, fail, S, LD, spiv, sorig, static_cast<const T*>(sb), LU, piv, info, B, b_col, X,
                     x_col, nrhs, flags, sx, reinterpret_cast<T*>(work));  // ends with a barrier
   }
+}
+
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                   int nrhs, int flags, long long count) {
+  getrf_block_body<false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+}
+
+// Blocks of the panels design an SM should hold: as many as the shared memory takes (228
+// KiB an SM, 1 KiB of it reserved a block), so that registers never decide: float32 at
+// 128 x 128 with 256 threads, 3 blocks (at most 85 registers a thread), each block's
+// chain of panel steps hiding the others'; float64, one.
+template <typename T, int NB, int THREADS> __host__ __device__ constexpr int lu_panels_min_blocks() {
+  const int per_block = WarpsSmem<T, NB, THREADS>::total + 1024, by_smem = 228 * 1024 / per_block;
+  return by_smem < 1 ? 1 : by_smem > 65536 / (THREADS * 64) ? 65536 / (THREADS * 64) : by_smem;
+}
+
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS, lu_panels_min_blocks<typename MatA::value_type, NB, THREADS>())
+getrf_panels_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                    int nrhs, int flags, long long count) {
+  getrf_block_body<true, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
 }
 
 // Blocked design: gemm tiles of the trailing update (16 x 16 threads, 32 x 32 outputs).

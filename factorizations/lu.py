@@ -46,7 +46,7 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
-    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps'),
+    """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps', 'panels'),
     'direct' (a thread or cols setting's kernel for packed, aligned nb x nb matrices:
     uniform layout only) or 'laswp' (no setting).  Every kernel but blocked and laswp
     takes the same arguments."""
@@ -56,7 +56,7 @@ def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None)
         return f"laswp_kernel<{M}, {V}, {I}>"
     if kind == "direct" and setting.cols:
         return f"getrf_cols_direct_kernel<{M}, {V}, {I}, {setting.template_args()}>"
-    if kind in ("fused", "thread", "direct", "rows", "cols", "warps"):
+    if kind in ("fused", "thread", "direct", "rows", "cols", "warps", "panels"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
 

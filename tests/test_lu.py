@@ -27,7 +27,7 @@ from batched.factorizations import lu as lu_module
 from batched.factorizations.lu import (SOURCE, getrf, getrs, gesv, inv, kernel_name, lu_factor, lu_solve,
                                        solve)
 from batched.factorizations.lu_settings import (BLOCKED_SETTINGS, COLS_SETTINGS, FUSED_SETTINGS, LU_SETTINGS,
-                                                ROWS_SETTINGS, THREAD_SETTINGS, WARPS_SETTINGS, LuSetting,
+                                                PANELS_SETTINGS, ROWS_SETTINGS, THREAD_SETTINGS, WARPS_SETTINGS, LuSetting,
                                                 choose_lu_setting, plan_lu)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, VECTOR_LAYOUTS, arrange, broadcast_pair, random_array
@@ -749,7 +749,8 @@ def _close_solutions(got, ref, A, dtype):
         assert err <= 1e2 * _eps(dtype) * max(cond[b], 1.0) * scale, (b, err, cond[b], scale)
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
+                         + PANELS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_match_fused(xp, setting, dtype):
     """Thread, rows and warps designs: every m, n <= NB (NB <= 8; a spread of sizes above)
@@ -763,7 +764,8 @@ def test_register_designs_match_fused(xp, setting, dtype):
     rng = rng_for("thread", str(np.dtype(dtype)), str(setting))
     count = 300
     nb = setting.nb
-    sizes = {1, 2, 3, 5, 8, 9, nb // 2 + 1, nb - 1, nb} | ({31, 32, 33} if setting.warps else set())
+    sizes = {1, 2, 3, 5, 8, 9, nb // 2 + 1, nb - 1, nb} | ({31, 32, 33} if setting.warps or setting.panels else set())
+    panels = setting.panels   # blocked updates: rounded otherwise than fused (near-ties may pivot apart)
     for n in range(1, nb + 1) if nb <= 8 else sorted(sizes):
         for m in sorted({n, max(1, n - 2), min(setting.nb, n + 1)}):
             A = lu_matrix(rng, (count,), m, n, dtype, "rand")
@@ -776,7 +778,7 @@ def test_register_designs_match_fused(xp, setting, dtype):
                 lu_t, piv_t, info_t = getrf(Ad, setting=setting)
                 lu_f, piv_f, info_f = getrf(Ad, setting=fused)
                 np.testing.assert_array_equal(to_np(info_t), to_np(info_f), err_msg=f"{m}x{n} {layout}")
-                if fused.fused:   # the same operations: the same pivots (blocked's GEMM rounds otherwise)
+                if fused.fused and not panels:   # the same operations: the same pivots (GEMMs round otherwise)
                     np.testing.assert_array_equal(to_np(piv_t), to_np(piv_f), err_msg=f"{m}x{n} {layout}")
                     _close(to_np(lu_t), to_np(lu_f), dtype)
                 assert factor_ratio(A, to_np(lu_t), to_np(piv_t)) <= THRESHOLD
@@ -934,7 +936,8 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
             assert kinds == [None]
 
 
-@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS, ids=str)
+@pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
+                         + PANELS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_register_designs_lists(xp, setting, dtype):
     """Pointer (equal sizes) and variable-size lists up to NB, C and F members, more
@@ -954,7 +957,7 @@ def test_register_designs_lists(xp, setting, dtype):
         lus_f, pivs_f, Xs_f, info_f = gesv(Ad, to_xp(xp, Bs), setting=fused)
         np.testing.assert_array_equal(to_np(info), to_np(info_f))
         for a, b, lu, p, x, lu_f, p_f, x_f in zip(As, Bs, lus, pivs, Xs, lus_f, pivs_f, Xs_f):
-            if fused.fused:
+            if fused.fused and not setting.panels:
                 np.testing.assert_array_equal(to_np(p), to_np(p_f))
                 _close(to_np(lu), to_np(lu_f), dtype)
             assert factor_ratio(a, to_np(lu), to_np(p)) <= THRESHOLD
@@ -985,8 +988,10 @@ def test_chooser_picks_registered_settings():
             assert p.cols == (itemsize == 4 and n == 16) and (p.cols or p == s), (n, itemsize, p)
             assert not choose_lu_setting(n, n, itemsize, direct_solve=True, is_complex=True).cols
             assert s.rows == (not s.thread and not s.cols and n <= 32 and itemsize <= 8), (n, itemsize, s)
-            # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45
+            # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45;
+            # never the panels design by default (racecheck hazards not yet explained)
             assert s.warps == (64 < n <= 128 and itemsize <= 8 or 45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
+            assert not s.panels
             assert s.fused == (not s.thread and not s.rows and not s.cols and not s.warps and n <= 64), (n, s)
             if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
@@ -1023,7 +1028,7 @@ def test_plan_fits_shared_memory(setting):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
                 continue
             if not setting.compiled_for(itemsize):
-                assert (setting.thread or setting.rows or setting.cols or setting.warps) and \
+                assert (setting.thread or setting.rows or setting.cols or setting.warps or setting.panels) and \
                     not setting.fits(n, n, itemsize, limit)
                 with pytest.raises(ValueError, match="not compiled for"):
                     plan_lu(setting, n, n, itemsize, 1000, limit)
@@ -1043,7 +1048,7 @@ def test_plan_fits_shared_memory(setting):
                 block = 64 if setting.cols else 128
                 assert plan.block == block and plan.groups == block // setting.threads and plan.smem == 0
                 assert plan.grid == -(-70_000 // plan.groups)
-            elif setting.warps:  # a block per matrix
+            elif setting.warps or setting.panels:  # a block per matrix
                 assert plan.block == setting.threads and plan.groups == 1 and plan.grid == 70_000
                 assert plan.smem == setting.warps_bytes(itemsize) and plan.lds == 0
             elif setting.fused:

@@ -281,7 +281,7 @@ def section_lu():
         for s in bt.LU_SETTINGS:
             if s.thread or s.rows or s.cols or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
-            n = min(s.nb, 70) if s.fused or s.warps else 70
+            n = min(s.nb, 70) if s.fused or s.warps or s.panels else 70
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
@@ -310,10 +310,10 @@ def section_lu():
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 33)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
-        # the warps settings (a block per matrix in registers): sizes across the lanes' rows
+        # the warps and panels settings (a block per matrix): sizes across the lanes' rows
         # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as above
         for s in bt.LU_SETTINGS:
-            if not s.warps or not s.compiled_for(np.dtype(dtype).itemsize):
+            if not (s.warps or s.panels) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
             for n in (1, 31, 32, 33, s.nb - 1, s.nb):
                 for batch in (1, 3) if race or s.nb > 64 or n > 33 else (1, 65537):
