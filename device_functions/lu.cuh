@@ -292,23 +292,6 @@ template <typename R> __device__ __forceinline__ unsigned long long pivot_key(bo
   return cand ? key : 0ull;
 }
 
-// The lane's best pivot candidate among its R rows: the largest key (pivot_key), the
-// smaller position among equal keys (bdf::iamax's order), its position and its value.
-template <int R, typename T>
-__device__ __forceinline__ void lane_best(const unsigned long long (&key)[R], const int (&pos)[R], const T (&v)[R],
-                                          unsigned long long& best, int& best_pos, T& best_v) {
-  best = key[0];
-  best_pos = pos[0];
-  best_v = v[0];
-#pragma unroll
-  for (int r = 1; r < R; ++r) {
-    const bool better = key[r] > best || (key[r] == best && pos[r] < best_pos);
-    best = better ? key[r] : best;
-    best_pos = better ? pos[r] : best_pos;
-    best_v = select(better, v[r], best_v);
-  }
-}
-
 // Maximum / minimum of v over each group of L lanes of a warp, by one full-warp REDUX per
 // group (the other groups' lanes give the neutral value): every lane of the warp calls
 // it.  A group's own mask would send __reduce_*_sync down the compiler's divergent
@@ -341,6 +324,43 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned 
   const bool on_hi = hi == top_hi;
   const unsigned top_lo = sizeof(R) == 8 ? group_reduce<L, true>(on_hi ? lo : 0u) : 0u;
   return int(group_reduce<L, false>(on_hi && lo == top_lo ? unsigned(pos) : 0xffffffffu));
+}
+
+// One step's pivot search over a group of L lanes, R rows a lane (the rows, warps and
+// panels designs): cand[r] says whether row r may take the pivot, v[r] is its element of
+// the step's column; key receives each row's pivot_key (0 for a non-candidate).  The
+// lane's best candidate is the largest key, the smaller position among equal keys
+// (bdf::iamax's order); its PivotScale is computed while the group's reductions run, so
+// that the pivot's reciprocal comes with its row and no lane waits for a division after
+// the pivot is known.  `at` is the group's pivot position (rows_pivot).  Every lane of
+// the warp calls it.
+template <typename T> struct PivotChoice {
+  unsigned long long best;  // the lane's best key
+  int best_pos, at;         // its position; the group's pivot position
+  T best_v;                 // its value
+  PivotScale<T> own;        // the scaling by best_v
+};
+
+template <int L, int R, typename T>
+__device__ __forceinline__ PivotChoice<T> choose_pivot(const bool (&cand)[R], const int (&pos)[R], const T (&v)[R],
+                                                       unsigned long long (&key)[R]) {
+  using Real = typename real_of<T>::type;
+#pragma unroll
+  for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(cand[r], abs1(v[r]));
+  PivotChoice<T> c;
+  c.best = key[0];
+  c.best_pos = pos[0];
+  c.best_v = v[0];
+#pragma unroll
+  for (int r = 1; r < R; ++r) {
+    const bool better = key[r] > c.best || (key[r] == c.best && pos[r] < c.best_pos);
+    c.best = better ? key[r] : c.best;
+    c.best_pos = better ? pos[r] : c.best_pos;
+    c.best_v = select(better, v[r], c.best_v);
+  }
+  c.own = PivotScale<T>(c.best_v);
+  c.at = rows_pivot<L, Real>(c.best, c.best_pos);
+  return c;
 }
 
 // The lane's rows i < m (lane + r L) from U (rows of rows_ldu<T>(NB)) into its registers.
@@ -437,19 +457,14 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
     // the lane's best candidate (positions j .. m-1), then the group's
     unsigned long long key[R];
     T col[R];
+    bool cand[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       col[r] = a[r][j];
-      key[r] = pivot_key<Real>(live && lane + r * L < m && pos[r] >= j, abs1(col[r]));
+      cand[r] = live && lane + r * L < m && pos[r] >= j;
     }
-    unsigned long long best;
-    int best_pos;
-    T best_v;
-    lane_best(key, pos, col, best, best_pos, best_v);
-    // the best candidate's reciprocal while the reduction runs: the pivot's comes with
-    // its row, so no lane waits for a division after the pivot is known
-    const PivotScale<T> own(best_v);
-    const int at = rows_pivot<L, Real>(best, best_pos);
+    const PivotChoice<T> choice = choose_pivot<L>(cand, pos, col, key);
+    const int at = choice.at;
     bool src[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -457,7 +472,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
       if (src[r]) {  // the pivot row, from the 16-byte piece holding element j on, is row j of U
 #pragma unroll
         for (int c0 = j / W * W; c0 < NB; c0 += W) put_piece(U + j * LDU + c0, a[r], c0);
-        U[j * LDU + NB] = own.r;  // 0 where the rule divides
+        U[j * LDU + NB] = choice.own.r;  // 0 where the rule divides
         if (with_b) U[j * LDU + NB + 1] = bv[r];
       }
     }
@@ -659,16 +674,13 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
   // Step s's pivot in the owner warp's column piece v: search, scale, publish.
   auto pivot_step = [&](int s, T (&v)[R]) {
     unsigned long long key[R];
+    bool cand[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(lane + 32 * r < m && pos[r] >= s, abs1(v[r]));
-    unsigned long long best;
-    int best_pos;
-    T best_v;
-    lane_best(key, pos, v, best, best_pos, best_v);
-    const PivotScale<T> own(best_v);  // while the reductions run
-    const int at = rows_pivot<32, Real>(best, best_pos);
-    const int src = __ffs(__ballot_sync(ALL, best != 0ull && best_pos == at)) - 1;
-    const T piv = shfl_from(best_v, src, ALL, 32), rcp = shfl_from(own.r, src, ALL, 32);
+    for (int r = 0; r < R; ++r) cand[r] = lane + 32 * r < m && pos[r] >= s;
+    const PivotChoice<T> choice = choose_pivot<32>(cand, pos, v, key);
+    const int at = choice.at;
+    const int src = __ffs(__ballot_sync(ALL, choice.best != 0ull && choice.best_pos == at)) - 1;
+    const T piv = shfl_from(choice.best_v, src, ALL, 32), rcp = shfl_from(choice.own.r, src, ALL, 32);
     const bool go = piv != T(0);
     T x[R];  // the multipliers; the rule's division (rcp = 0: uniform, rare) apart, not a
              // branch a row
@@ -852,17 +864,14 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
       const int j = k + t;
       unsigned long long key[R];
       T v[R];
+      bool cand[R];
 #pragma unroll
       for (int q = 0; q < R; ++q) {
         v[q] = a[q][t];
-        key[q] = pivot_key<Real>(valid[q] && pos[q] >= j, abs1(v[q]));
+        cand[q] = valid[q] && pos[q] >= j;
       }
-      unsigned long long best;
-      int best_pos;
-      T best_v;
-      lane_best(key, pos, v, best, best_pos, best_v);
-      const PivotScale<T> own(best_v);  // while the reductions run
-      const int at = rows_pivot<32, Real>(best, best_pos);
+      const PivotChoice<T> choice = choose_pivot<32>(cand, pos, v, key);
+      const int at = choice.at;
       // the pivot row from column t on, and its reciprocal, to the warp (two slots: a
       // lane writing step t + 1's has passed the barrier every lane reaches after
       // reading step t - 1's)
@@ -872,7 +881,7 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
         if (key[q] != 0ull && pos[q] == at) {
 #pragma unroll
           for (int c = t; c < PB; ++c) row[c] = a[q][c];
-          row[PB] = own.r;  // 0 where the rule divides
+          row[PB] = choice.own.r;  // 0 where the rule divides
         }
       }
       __syncwarp();
