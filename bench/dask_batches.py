@@ -8,13 +8,14 @@ cluster on the same batch, sized so that each GPU of the two-worker run holds
 Method, per case, in one process (so the ratio compares like with like):
 
 1. Start the cluster (``CUDA_VISIBLE_DEVICES`` "0", then "0,1").
-2. Make the operands ON the workers (``map_blocks`` of a CuPy generator, one
-   block per chunk, seeded by block index) and ``persist`` them, so neither
-   the host nor the transfer is timed.  The batch is the same for both
+2. Make the operands ON the workers (a CuPy generator per chunk, seeded by
+   chunk index, chunk i on worker i % workers) and ``persist`` them, so neither
+   the host nor the transfer is timed and every GPU holds as many chunks.  The batch is the same for both
    clusters (strong scaling); chunks are ``--chunk-mib`` MiB of matrices.
 3. Warm up (the first call compiles the kernels on every worker), then time
    ``persist`` + ``wait`` + a device synchronize on every worker (wall clock,
-   median of ``--repeats``).  ``check=True`` (the default): every chunk copies
+   median of ``--repeats``; each repeat's graph is cloned to fresh keys so no
+   earlier result can be reused).  ``check=True`` (the default): every chunk copies
    its ``info`` to the host, as a user's call would.
 4. ``chunk_s``: the plain (non-Dask) call on one chunk, timed on a worker with
    device synchronizes (median).  ``per_chunk_overhead_s`` = (wall * workers /
@@ -94,19 +95,24 @@ def print_plan(cases, args) -> None:
 
 # --- run on workers (module-level functions: distributed pickles them by reference) ---------------
 
-def _make_block(case_routine, n, dtype, seed, block_info=None):
-    """One chunk of operands made on the worker's GPU: (rows, n, n) matrices,
-    diagonally dominant for solve; (rows, n) right-hand sides for solve."""
+def _make_chunk(kind, n, dtype, seed, index, rows):
+    """Chunk ``index`` of operands made on the worker's GPU: (rows, n, n)
+    matrices, diagonally dominant for solve; (rows, n) right-hand sides."""
     import cupy as cp
 
-    rows = block_info[None]["chunk-shape"][0]
-    rng = cp.random.default_rng(seed + 1000003 * block_info[None]["chunk-location"][0])
-    if case_routine == "rhs":
+    rng = cp.random.default_rng(seed + 1000003 * index)
+    if kind == "rhs":
         return rng.standard_normal((rows, n), dtype=dtype)
     a = rng.standard_normal((rows, n, n), dtype=dtype)
-    if case_routine == "solve":
+    if kind == "solve":
         a += 2 * n * cp.eye(n, dtype=dtype)
     return a
+
+
+def _visible_devices() -> str:
+    import os
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "")
 
 
 def _sync() -> None:
@@ -136,22 +142,35 @@ def _time_plain_chunk(routine, A, b, repeats):
 
 # --- the run --------------------------------------------------------------------------------------
 
-def _operands(case: DaskCase, p: dict):
+def _operands(case: DaskCase, p: dict, client):
+    """A (and b for solve) as Dask arrays whose chunk i is made on worker
+    i % workers and stays there: the same number of chunks on every GPU, so
+    the scaling measured is the routine's, not the placement's (Dask's own
+    placement of root tasks was uneven: 3 and 5 chunks of 8 in a trial)."""
     import cupy as cp
+    import dask
     import dask.array as da
 
     n, dt = case.n, case.dtype
-    chunks = ((p["chunk_batch"],) * p["chunks"], (n,), (n,))
-    meta = cp.empty((0, 0, 0), dtype=dt)
-    A = da.map_blocks(_make_block, case.routine, n, dt, 11, chunks=chunks, dtype=dt, meta=meta)
-    if case.routine != "solve":
-        return A, None
-    b = da.map_blocks(_make_block, "rhs", n, dt, 12, chunks=chunks[:2], dtype=dt, meta=cp.empty((0, 0), dtype=dt))
-    return A, b
+    addresses = sorted(client.scheduler_info()["workers"])
+
+    def array(kind, seed, tail):
+        parts = []
+        for i in range(p["chunks"]):
+            f = client.submit(_make_chunk, kind, n, dt, seed, i, p["chunk_batch"],
+                              workers=[addresses[i % len(addresses)]], allow_other_workers=False, pure=False)
+            parts.append(da.from_delayed(dask.delayed(f), (p["chunk_batch"], *tail), dtype=dt,
+                                         meta=cp.empty((0,) * (1 + len(tail)), dtype=dt)))
+        return da.concatenate(parts, axis=0)
+
+    A = array(case.routine, 11, (n, n))
+    return A, (array("rhs", 12, (n,)) if case.routine == "solve" else None)
 
 
 def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
+    from dask.core import flatten
     from dask.distributed import Client, wait
+    from dask.graph_manipulation import clone
     from dask_cuda import LocalCUDACluster
 
     import batched as bt
@@ -159,13 +178,20 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
     devices = ",".join(str(i) for i in range(workers))
     with LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, threads_per_worker=1,
                           dashboard_address=None) as cluster, Client(cluster) as client:
-        A, b = _operands(case, p)
+        A, b = _operands(case, p, client)
         A, b = (A.persist(), None) if b is None else tuple(client.persist([A, b]))
-        wait([A] if b is None else [A, b])
+        operands = [A] if b is None else [A, b]
+        wait(operands)
+        placed = client.has_what()
+        chunk_keys = {str(k) for k in flatten(A.__dask_keys__())}
+        chunks_per_worker = sorted(sum(str(k) in chunk_keys for k in keys) for keys in placed.values())
+        worker_gpus = sorted(client.run(_visible_devices).values())
         fn = getattr(bt, case.routine)
 
         def once():
-            out = fn(A) if b is None else fn(A, b)
+            # Fresh keys every time: a repeat must not find an earlier repeat's
+            # result still held by the scheduler (same graph, same keys).
+            out = clone(fn(*operands), omit=operands)
             t0 = time.perf_counter()
             out = out.persist()
             wait(out)
@@ -187,7 +213,8 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
                 "gpus": workers, "workers": workers, "chunks": p["chunks"], "chunk_batch": p["chunk_batch"],
                 "bytes_per_gpu": p["bytes"] // workers, "wall_s": wall, "walls_s": walls,
                 "chunk_s": chunk_s, "per_chunk_overhead_s": wall / per_worker_chunks - chunk_s,
-                "ours_s": wall}
+                "ours_s": wall, "wall_min_s": min(walls), "chunks_per_worker": chunks_per_worker,
+                "worker_visible_devices": worker_gpus}
 
 
 def main(argv=None) -> list:
@@ -197,7 +224,7 @@ def main(argv=None) -> list:
     ap.add_argument("--gpus", type=int, default=2, help="workers of the multi-GPU cluster (default 2)")
     ap.add_argument("--gb-per-gpu", type=float, default=4.0, help="GB of operands per GPU at --gpus (default 4)")
     ap.add_argument("--chunk-mib", type=float, default=512.0, help="MiB of operands per chunk (default 512)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", choices=[c.routine for c in CASES], action="append")
     ap.add_argument("--results-dir", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -221,7 +248,8 @@ def main(argv=None) -> list:
         for r in (one, many):
             print(f"{r['routine']:>8} {r['n']}x{r['n']} batch {r['batch']:>10} gpus {r['gpus']}: "
                   f"{r['wall_s'] * 1e3:9.1f} ms, chunk {r['chunk_s'] * 1e3:7.2f} ms, "
-                  f"overhead/chunk {r['per_chunk_overhead_s'] * 1e3:7.2f} ms"
+                  f"overhead/chunk {r['per_chunk_overhead_s'] * 1e3:7.2f} ms, chunks/worker "
+                  f"{r['chunks_per_worker']}, walls {[round(w * 1e3, 1) for w in r['walls_s']]}"
                   + (f", {r['speedup_vs_one_gpu']:.2f}x one GPU (target {TARGET_SPEEDUP}x: "
                      f"{'met' if r['met'] else 'NOT met'})" if "speedup_vs_one_gpu" in r else ""), flush=True)
 

@@ -464,3 +464,46 @@ def test_modes_and_pass_through_flags_keep_their_meaning():
     x_lower, x_upper = bt.cho_solve((c, True), np.ones(3)), bt.cho_solve((c, False), np.ones(3))
     assert x_lower.name != x_upper.name  # a flag inside a tuple argument is part of the task's name
     np.testing.assert_allclose(x_lower.compute(), bt.cho_solve(bt.cho_factor(S, lower=True), np.ones(3)))
+
+
+def _gpu_count() -> int:
+    if not HAVE_GPU:
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs at least two CUDA GPUs (one dask-cuda worker each)")
+def test_local_cuda_cluster_two_workers():
+    """One worker per GPU: CuPy chunks on both workers, results equal the plain
+    NumPy call, a singular matrix named by its global batch index."""
+    dask_cuda = pytest.importorskip("dask_cuda", reason="dask-cuda is not installed")
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    import cupy
+
+    rng = _rng("cuda-cluster")
+    A = _well(rng, (64,), 8)
+    A[43, :, 2] = 0
+    b = _vec(rng, (64,), 8)
+    with dask_cuda.LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,1", threads_per_worker=1,
+                                    dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        dA = da.from_array(A, chunks=(8, 8, 8)).map_blocks(cupy.asarray, dtype=A.dtype, meta=cupy.empty((0, 0, 0)))
+        db = da.from_array(b, chunks=(8, 8)).map_blocks(cupy.asarray, dtype=b.dtype, meta=cupy.empty((0, 0)))
+        dA, db = client.persist([dA, db])
+        distributed.wait([dA, db])
+        holders = {w for w, keys in client.has_what().items() if keys}
+        assert len(holders) == 2  # the chunks live on both GPUs' workers
+        s = client.compute(bt.svdvals(dA)).result()
+        assert isinstance(s, cupy.ndarray)
+        np.testing.assert_allclose(cupy.asnumpy(s), bt.svdvals(A), rtol=1e-10, atol=1e-12)  # one is zero
+        x, info = (f.result() for f in client.compute(list(bt.solve(dA, db, check=False))))
+        x_ref, info_ref = bt.solve(A, b, check=False)
+        np.testing.assert_array_equal(cupy.asnumpy(info), info_ref)
+        assert int(info[43]) > 0 and int(abs(info).sum()) == int(info[43])
+        good = np.arange(64) != 43
+        np.testing.assert_allclose(cupy.asnumpy(x)[good], x_ref[good], rtol=1e-10)
+        with pytest.raises(np.linalg.LinAlgError, match=r"batch indices \[43\]"):
+            client.compute(bt.solve(dA, db)).result()

@@ -108,6 +108,39 @@ def section_kblas():
 
 
 
+def section_mgpu():
+    # batched.kblas on a DistributedMatrix: GPUs 0 and 1 (GPU 0 alone on a
+    # one-GPU machine, which still runs the multi-GPU kernels with one part).
+    # n around the block width, beta = 0 with an uninitialized y, both
+    # triangles, every SYMV setting that fits (tile divides nb), x on each GPU.
+    global checks
+    devices = [0, 1] if cp.cuda.runtime.getDeviceCount() >= 2 else [0]
+    for dtype in (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
+        for n in (0, 1, 31, 32, 33, 65, 200):
+            for nb in (32, 64):
+                D = bt.kblas.distribute(cp.asnumpy(rand((n, n), dtype)), devices=devices, nb=nb)
+                for dev in devices:
+                    with cp.cuda.Device(dev):
+                        x = rand((n,), dtype)
+                        for trans in "NTC":
+                            bt.kblas.gemv(D, x, cp.empty(n, dtype), beta=0.0, trans=trans)
+                            checks += 1
+                        for lower in (True, False):
+                            bt.kblas.symv(D, x, cp.empty(n, dtype), beta=0.0, lower=lower)
+                            bt.kblas.hemv(D, x, rand((n,), dtype), beta=-1.0, lower=lower)
+                            checks += 2
+        D = bt.kblas.distribute(cp.asnumpy(rand((130, 130), dtype)), devices=devices, nb=64)
+        with cp.cuda.Device(0):
+            for base in bt.kblas.KBLAS_SETTINGS:
+                if base.fits("symv", dtype) and 64 % base.nb == 0:
+                    for parts in (1, 3):
+                        for lower in (True, False):
+                            bt.kblas.hemv(D, rand((130,), dtype), lower=lower, setting=base.with_parts(parts))
+                            checks += 1
+    for dev in devices:
+        cp.cuda.Device(dev).synchronize()
+
+
 def section_trsv():
     # batched.trsv / solve_triangular and the BLAS-1 vector kernels.  n around the tile
     # edges (31/32/33) and, for the recursive design, past its window (257); batch 1 and
@@ -425,7 +458,7 @@ def section_gesvj():
         checks += 3
 
 
-SECTIONS = {"blas": section_blas, "kblas": section_kblas, "trsv": section_trsv,
+SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, "trsv": section_trsv,
             "lu": section_lu, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
             "svd": section_svd, "gesvj": section_gesvj}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
