@@ -810,9 +810,8 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // 260 instructions and 1,500-2,000 cycles a step (its dependent chain: keys, three
 // reductions, the pivot row's trip through shared memory), the update warps a quarter of
 // their time at the panel barrier; DGESV 128 2.12 ms against warps' 2.28, SGESV 128 1.85
-// (three blocks an SM) against 2.02.  compute-sanitizer's racecheck reports hazards in
-// this function (float32 128 x 128 GETRF; some float64 shapes), not yet explained
-// (memcheck clean, every test passing), so no chooser takes it.  The pivot order, the
+// (three blocks an SM) against 2.02; the default for float32 and float64 from 65 to 128
+// (racecheck clean since the next panel's signal is a bar.sync: session 20).  The pivot order, the
 // reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
 // used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
 // trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
@@ -1007,7 +1006,10 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
     if (w > 0) {
       const int* mv = moves_of(p);
       apply_panel(k, kb, mv, k2, k2, k2 + kb2, true);  // the next panel's columns first
-      if (p + 1 < panels) asm volatile("bar.arrive 1, %0;" ::"r"(32 * W) : "memory");
+      // bar.sync, not bar.arrive: warp 0 is already waiting here, so the update warps lose
+      // only their spread over the next panel's few columns, and a barrier that every
+      // thread syncs on orders the accesses around it for compute-sanitizer's racecheck too
+      if (p + 1 < panels) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");
       apply_panel(k, kb, mv, k2, k2 + kb2, n, true);  // the rest of the trailing columns
       apply_panel(k, kb, mv, k2, 0, k, false);        // L's columns left of the panel
       if (w == 1) {                                   // the rows' origins

@@ -225,8 +225,9 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     direct kernel, the note after _ROWS_CHOICE);
     then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
-    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the warps design for elements of at most 8 bytes (a block per
-    matrix in registers: _WARPS_CHOICE; the panels design, faster, is not chosen yet: the note after it); beyond, blocked with the
+    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels design for real elements (a block per
+    matrix in shared memory, blocked: the note after _WARPS_CHOICE) and the warps design for complex64 (in
+    registers: _WARPS_CHOICE); beyond, blocked with the
     widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
@@ -253,7 +254,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
             if size <= up_to:
                 return LuSetting("rows", nb, lanes)
     if size > 64 and itemsize in _WARPS_CHOICE:
-        s = LuSetting("warps", 128, _WARPS_CHOICE[itemsize])
+        s = LuSetting("warps", 128, _WARPS_CHOICE[itemsize]) if is_complex else PANELS_SETTINGS[0]
         if s.fits(m, n, itemsize, smem_limit):
             return s
     if not is_complex and itemsize in _WARPS64_FROM and _WARPS64_FROM[itemsize] <= size <= 64:
@@ -305,10 +306,10 @@ _WARPS_CHOICE = {4: 256, 8: 512}
 # 128 2.12 ms against 2.28 (cupy.linalg.solve 2.39), 96 2.63 against 3.03, 72 3.60 against
 # 4.26; SGESV 128 1.85 against 2.02 (cupy 2.99: 1.61x), 96 2.32 against 2.67, 72 3.13 against
 # 3.77; DGETRF 128 1.94 against 2.04, SGETRF 128 1.67 against 2.04 (512 threads: slower, DGESV
-# 128 2.36, SGESV 128 2.93).  It is not the default yet: compute-sanitizer's racecheck
-# reported shared-memory hazards inside getf2_panels (float32 128 x 128 GETRF, and some
-# float64 shapes of scratch/race_panels.py; memcheck clean, every test passing), not yet
-# explained.  Forced by setting=, it is tested as the other designs.
+# 128 2.36, SGESV 128 2.93).  Session 19's version signalled the next panel with bar.arrive,
+# and compute-sanitizer's racecheck reported hazards in getf2_panels; with bar.sync
+# (session 20) racecheck is clean and panels128x256 is the default for float32 and float64
+# from 65 to 128.  complex64 keeps the warps design (not measured with panels).
 
 # Below 65, warps64x128 by element size from the given size on, real types only (measured on the
 # H100 in session 14, scratch sweep of the fused and warps settings side by side, GESV X only,

@@ -989,10 +989,12 @@ def test_chooser_picks_registered_settings():
             assert p.cols == (itemsize == 4 and n == 16) and (p.cols or p == s), (n, itemsize, p)
             assert not choose_lu_setting(n, n, itemsize, direct_solve=True, is_complex=True).cols
             assert s.rows == (not s.thread and not s.cols and n <= 32 and itemsize <= 8), (n, itemsize, s)
-            # a block per matrix in registers from 65 to 128 (not complex128), float64 from 45;
-            # never the panels design by default (racecheck hazards not yet explained)
-            assert s.warps == (64 < n <= 128 and itemsize <= 8 or 45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
-            assert not s.panels
+            # a block per matrix from 65 to 128 (not complex128): real types the panels design,
+            # complex64 the warps design; float64 from 45 to 64 the warps design
+            assert s.panels == (64 < n <= 128 and itemsize <= 8), (n, itemsize, s)
+            assert s.warps == (45 <= n <= 64 and itemsize == 8), (n, itemsize, s)
+            c = choose_lu_setting(n, n, itemsize, is_complex=True)
+            assert not c.panels and (c.warps or not 64 < n <= 128 or itemsize > 8), (n, itemsize, c)
             assert s.fused == (not s.thread and not s.rows and not s.cols and not s.warps and n <= 64), (n, s)
             if not s.blocked:
                 assert n <= s.nb <= max(4, 2 * n)
@@ -1011,8 +1013,9 @@ def test_chooser_picks_registered_settings():
     assert choose_lu_setting(64, 64, 8) == LuSetting("warps", 64, 128) == choose_lu_setting(45, 30, 8)
     assert choose_lu_setting(64, 64, 8, is_complex=True).fused and choose_lu_setting(44, 44, 8).fused
     assert choose_lu_setting(64, 64, 4).fused and choose_lu_setting(33, 20, 4).fused
-    assert choose_lu_setting(65, 65, 8) == LuSetting("warps", 128, 512) == choose_lu_setting(70, 128, 8)
-    assert choose_lu_setting(128, 128, 4) == LuSetting("warps", 128, 256) and choose_lu_setting(65, 65, 16).blocked
+    assert choose_lu_setting(65, 65, 8) == PANELS_SETTINGS[0] == choose_lu_setting(70, 128, 8)
+    assert choose_lu_setting(128, 128, 4) == PANELS_SETTINGS[0] and choose_lu_setting(65, 65, 16).blocked
+    assert choose_lu_setting(128, 128, 8, is_complex=True) == LuSetting("warps", 128, 512)
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides
     with pytest.raises(ValueError, match="no LU setting fits"):
         choose_lu_setting(100_000, 100_000, 16)
