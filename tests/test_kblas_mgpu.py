@@ -462,3 +462,46 @@ def test_gpu_from_function_with_cupy_blocks_and_errors():
     S = DistributedMatrix.random((96, 96), devices=[0, 1], nb=32)
     with pytest.raises(ValueError, match="does not divide"):
         symv(S, x0[:96], setting=KblasSetting(64, 8))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 1, reason="no CUDA GPU (CuPy cannot see a device)")
+@pytest.mark.parametrize("routine,trans", [("gemv", "N"), ("gemv", "T"), ("symv", "L"), ("hemv", "U")])
+@pytest.mark.parametrize("dtype", (np.dtype(np.float32), np.dtype(np.complex128)), ids=str)
+def test_gpu_reduction_scalars_and_y(routine, trans, dtype):
+    """The fused reduction on x's GPU: beta = 0 never reads y (NaN there stays
+    out), y broadcast from one entry, y updated in place (out is y), alpha = 0.
+    Over GPUs 0 and 1 with x on GPU 1, or over GPU 0 alone on a one-GPU machine."""
+    import cupy as cp
+
+    devices = [0, 1] if TWO_GPUS else [0]
+
+    rng = rng_for("gpu-reduce", routine, trans, str(dtype))
+    n = 200
+    herm = routine == "hemv" and dtype.kind == "c"
+    if routine == "gemv":
+        A = random_array(rng, (n, n), dtype)
+        full, kw, op = A, {"trans": trans}, trans
+    else:
+        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
+        kw, op = {"lower": trans == "L"}, "N"
+    D = distribute(A, devices=devices, nb=32)
+    x = random_array(rng, (n,), dtype)
+    opA = wide(full) if op == "N" else wide(full).T
+    ref = opA @ wide(x)
+    with cp.cuda.Device(devices[-1]):
+        xd = cp.asarray(x)
+        got = FN[routine](D, xd, cp.full(n, np.nan, dtype), alpha=2.0, beta=0.0, **kw)
+        assert got.device.id == devices[-1]
+        np.testing.assert_allclose(to_np(got), 2 * ref, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
+                                   * float(np.max(2 * np.abs(opA) @ np.abs(wide(x)))))
+        y = cp.full(n, 3.0, dtype)
+        res = FN[routine](D, xd, y, beta=-1.0, out=y, **kw)  # in place
+        assert res is y
+        np.testing.assert_allclose(to_np(y), ref - 3, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
+                                   * float(np.max(np.abs(opA) @ np.abs(wide(x)) + 3)))
+        one = FN[routine](D, xd, cp.full(1, 5.0, dtype), beta=1.0, **kw)  # y broadcast
+        np.testing.assert_allclose(to_np(one), ref + 5, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
+                                   * float(np.max(np.abs(opA) @ np.abs(wide(x)) + 5)))
+        zero = FN[routine](D, xd, cp.full(n, 7.0, dtype), alpha=0.0, beta=0.5, **kw)
+        assert np.array_equal(to_np(zero), np.full(n, 3.5, dtype))

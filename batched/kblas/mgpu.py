@@ -348,11 +348,43 @@ def _run_gpu(c: Call, kind: str, partial, length):
                 after = cp.cuda.Event(disable_timing=True)
                 after.record(st)
                 _keep(after, pinned)
-        if kind == "sum":
-            acc = land.reshape(len(active), c.rows).sum(axis=0) if len(active) > 1 else land
-        else:
-            acc = land[_positions(D, active, t)]
-        return _store(c, _scaled_y(c, acc))
+        positions = _positions(D, active, t) if kind == "scatter" else None
+        return _reduce(c, land, len(active), positions)
+
+
+_REDUCE_KERNELS: dict = {}
+
+
+def _reduce_kernel(kind: str, read_y: bool):
+    """out[i] = alpha * (sum of the partials' entry i, or the entry at pos[i])
+    (+ beta * y[i]): the whole reduction as one kernel on x's device (three
+    kernels and two temporaries as CuPy expressions, on every call's critical
+    path).  Without read_y, y is not an argument: beta = 0 never reads it."""
+    key = (kind, read_y)
+    kern = _REDUCE_KERNELS.get(key)
+    if kern is None:
+        cp = _cp()
+        gather = ("T acc = land[i];\n"
+                  "for (int p = 1; p < parts; ++p) acc += land[(long long)p * rows + i];\n"
+                  if kind == "sum" else "T acc = land[pos[i]];\n")
+        params = "raw T land, raw int64 pos, int32 parts, int64 rows, T alpha, T beta" + (", T y" if read_y else "")
+        body = gather + ("out = alpha * acc + beta * y;" if read_y else "out = alpha * acc;")
+        kern = cp.ElementwiseKernel(params, "T out", body, f"batched_mgpu_reduce_{kind}{'_y' if read_y else ''}")
+        _REDUCE_KERNELS[key] = kern
+    return kern
+
+
+def _reduce(c: Call, land, parts: int, positions):
+    """The result from the landed partials (on x's device, current stream)."""
+    cp = _cp()
+    kind = "sum" if positions is None else "scatter"
+    pos = positions if positions is not None else cp.empty(0, np.int64)
+    out = c.out if c.out is not None else cp.empty((c.rows,), c.dtype)
+    args = (land, pos, np.int32(parts), np.int64(c.rows), c.dtype.type(c.alpha), c.dtype.type(c.beta))
+    if c.read_y:
+        args += (c.y.astype(c.dtype, copy=False),)
+    _reduce_kernel(kind, c.read_y)(*args, out)
+    return out
 
 
 def _positions(D: DistributedMatrix, active, t: int):
