@@ -151,7 +151,7 @@ def sampled_error(case: MCase, D, x, got) -> float:
 
 def time_reduction(case: MCase, D, cp) -> float:
     """The reduction alone, as mgpu.py runs it: one partial's peer copy into
-    GPU 0's landing buffer, then the sum (or the scatter) and alpha."""
+    GPU 0's landing buffer, then its one kernel (the sum or the scatter, alpha)."""
     from batched.kblas import mgpu
 
     dt = np.dtype(case.dtype)
@@ -163,15 +163,16 @@ def time_reduction(case: MCase, D, cp) -> float:
     with cp.cuda.Device(0):
         land = cp.zeros(sum(lengths), dt)
         pos = mgpu._positions(D, list(range(GPUS)), 0) if scatter else None
-        alpha = dt.type(1.5)
+        rows = n
+        out = cp.empty(rows, dt)
+        call = mgpu.Call(D, out, None, out, cp, dt, dt.type(1.5), dt.type(0), rows, n)
         mgpu.peer_access(0, 1)
         st = cp.cuda.get_current_stream()
 
         def reduce():
             cp.cuda.runtime.memcpyPeerAsync(land.data.ptr + lengths[0] * dt.itemsize, 0, p1.data.ptr, 1,
                                             p1.nbytes, st.ptr)
-            acc = land[pos] if scatter else land.reshape(GPUS, n).sum(axis=0)
-            return acc * alpha
+            return mgpu._reduce(call, land, GPUS, pos)
 
         return harness.time_calls([reduce], repeats=case.repeats).seconds
 
