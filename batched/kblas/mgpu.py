@@ -440,7 +440,9 @@ def _symv_partial(c: Call, d: int, lower: bool, herm: bool, xd, dest, setting) -
     s, tiles = symv_plan(n, local.shape[1], c.dtype, setting, cm.sm_count())
     flags = (_LOWER if lower else 0) | (_HERMITIAN if herm else 0)
     diag, offdiag = kernel_names(c.dtype, s)
-    dest.fill(0)  # rows outside this device's diagonal tiles receive only atomics
+    # Rows outside this device's diagonal tiles receive only atomics: zeroed first
+    # (a memset, not a fill kernel; dest is contiguous).
+    cp.cuda.runtime.memsetAsync(dest.data.ptr, 0, dest.nbytes, cp.cuda.get_current_stream().ptr)
     args = (np.uint64(local.data.ptr), np.int64(ld), np.int32(n), np.int32(local.shape[1]), np.int32(D.nb),
             np.int32(len(D.devices)), np.int32(d), np.int32(flags), np.uint64(xd.data.ptr),
             np.uint64(dest.data.ptr))
