@@ -10,8 +10,10 @@ Method, per case, in one process (so the ratio compares like with like):
 1. Start the cluster (``CUDA_VISIBLE_DEVICES`` "0", then "0,1").
 2. Make the operands ON the workers (a CuPy generator per chunk, seeded by
    chunk index, chunk i on worker i % workers) and ``persist`` them, so neither
-   the host nor the transfer is timed and every GPU holds as many chunks.  The batch is the same for both
-   clusters (strong scaling); chunks are ``--chunk-mib`` MiB of matrices.
+   the host nor the transfer is timed and every GPU holds as many chunks;
+   work stealing is off, so every task runs where its chunk lies.  The batch
+   is the same for both clusters (strong scaling); chunks are ``--chunk-mib``
+   MiB of matrices.
 3. Warm up (the first call compiles the kernels on every worker), then time
    ``persist`` + ``wait`` + a device synchronize on every worker (wall clock,
    median of ``--repeats``; each repeat's graph is cloned to fresh keys so no
@@ -175,9 +177,15 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
 
     import batched as bt
 
+    import dask
+
     devices = ",".join(str(i) for i in range(workers))
-    with LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, threads_per_worker=1,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+    # No work stealing: a stolen task would first move its 512 MiB chunk between
+    # GPUs through the workers' TCP connection, which times Dask's transfer, not
+    # the routine (placement is already even: _operands).
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
         A, b = _operands(case, p, client)
         A, b = (A.persist(), None) if b is None else tuple(client.persist([A, b]))
         operands = [A] if b is None else [A, b]
