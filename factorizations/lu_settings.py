@@ -309,7 +309,10 @@ _WARPS_CHOICE = {4: 256, 8: 512}
 # 128 2.36, SGESV 128 2.93).  Session 19's version signalled the next panel with bar.arrive,
 # and compute-sanitizer's racecheck reported hazards in getf2_panels; with bar.sync
 # (session 20) racecheck is clean and panels128x256 is the default for float32 and float64
-# from 65 to 128.  complex64 keeps the warps design (not measured with panels).
+# from 65 to 128.  complex64 keeps the warps design (not measured with panels).  Fewer update warps are
+# slower in float64 (session 20, 128 threads, not registered: DGESV 128 2.81 ms against 2.15,
+# 96 3.16 against 2.65; SGESV 128 1.88 against 1.86), so the update warps' throughput is
+# part of the critical path too, not the panel warp's chain alone.
 
 # Below 65, warps64x128 by element size from the given size on, real types only (measured on the
 # H100 in session 14, scratch sweep of the fused and warps settings side by side, GESV X only,
