@@ -783,8 +783,13 @@ template <typename T, int NB, int THREADS> struct WarpsSmem {
 // written), X may alias B (the first column is read with the matrix, the others before
 // their solve).  The panels design (getrf_panels_kernel) is the same kernel with the
 // matrix factored where it lies in shared memory by bdf::getf2_panels (a panel warp
-// and update warps, panels of LU_PANEL_COLS columns).
-constexpr int LU_PANEL_COLS = 8;
+// and update warps, panels of LU_PANEL_COLS columns).  Four columns: measured on the
+// H100 (session 20, scratch copies of this file side by side, GESV X only, 256 MB of A)
+// against 2, 3, 6, 8, 12 and 16: DGESV 128 1.89 ms (2: 2.12, 3: 1.93, 6: 1.96, 8: 2.15,
+// 12: 2.23, 16: 3.48), SGESV 128 1.59 (2: 1.77, 3: 1.62, 6: 1.72, 8: 1.86, 12: 3.46),
+// DGESV 72 3.40 (8: 3.61), SGESV 72 2.66 (8: 3.14).  Not profiled; ptxas gives float32
+// (80 registers for three blocks an SM) 48 bytes of spills against eight columns' 268.
+constexpr int LU_PANEL_COLS = 4;
 
 template <bool PANELS, class MatA, class Vec, class IVec, int NB, int THREADS>
 __device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,

@@ -47,7 +47,7 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   launch.
 - ``panels`` (``getrf_panels_kernel<..., NB, THREADS>``): the warps design's kernel with
   the matrix factored where it lies in shared memory (bdf::getf2_panels: blocked
-  right-looking LU, warp 0 factoring a panel of 8 columns in its registers while the
+  right-looking LU, warp 0 factoring a panel of 4 columns in its registers while the
   other warps apply the previous one; one barrier a panel).  Compiled where the matrix
   fits shared memory (every dtype but complex128 at NB = 128).
 """
@@ -309,7 +309,9 @@ _WARPS_CHOICE = {4: 256, 8: 512}
 # 128 2.36, SGESV 128 2.93).  Session 19's version signalled the next panel with bar.arrive,
 # and compute-sanitizer's racecheck reported hazards in getf2_panels; with bar.sync
 # (session 20) racecheck is clean and panels128x256 is the default for float32 and float64
-# from 65 to 128.  complex64 keeps the warps design (not measured with panels).  Fewer update warps are
+# from 65 to 128.  complex64 keeps the warps design (not measured with panels).  Four-column
+# panels since (LU_PANEL_COLS in lu.cu): DGESV 128 1.89 ms, SGESV 128 1.59 (bench/solve.py:
+# 1.26x and 1.89x cupy).  Fewer update warps are
 # slower in float64 (session 20, 128 threads, not registered: DGESV 128 2.81 ms against 2.15,
 # 96 3.16 against 2.65; SGESV 128 1.88 against 1.86), so the update warps' throughput is
 # part of the critical path too, not the panel warp's chain alone.
