@@ -8,8 +8,8 @@ GPU (``lu.cu``): small matrices (max(m, n) <= 64) are factored whole in shared
 memory by one thread group each (or, with a thread setting, max(m, n) <= 8, in the
 registers of one thread each, or up to 32 of a group of lanes), and GESV solves in
 the same launch; from 65 to 128 (elements of at most 8 bytes) a block per matrix
-holds it (real types: in shared memory, factored in 4-column panels, the panels
-design; complex64: in registers, the warps design), GESV in the same launch too; larger ones
+holds it in shared memory, factored in 4-column panels (the panels design), GESV
+in the same launch too; larger ones
 by the blocked design (panels in shared memory, GEMM-tile trailing updates), and
 their solves go through the interchanges kernel plus the TRSV drivers of
 ``trsv.py``.  CPU: the same right-looking algorithm vectorized over the batch

@@ -225,9 +225,8 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     direct kernel, the note after _ROWS_CHOICE);
     then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
-    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels design for real elements (a block per
-    matrix in shared memory, blocked: the note after _WARPS_CHOICE) and the warps design for complex64 (in
-    registers: _WARPS_CHOICE); beyond, blocked with the
+    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels design for elements of at most 8 bytes (a
+    block per matrix in shared memory, blocked: the notes after _WARPS_CHOICE); beyond, blocked with the
     widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
@@ -253,8 +252,8 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
         for up_to, nb, lanes in _ROWS_CHOICE[itemsize]:
             if size <= up_to:
                 return LuSetting("rows", nb, lanes)
-    if size > 64 and itemsize in _WARPS_CHOICE:
-        s = LuSetting("warps", 128, _WARPS_CHOICE[itemsize]) if is_complex else PANELS_SETTINGS[0]
+    if size > 64 and itemsize <= 8:
+        s = PANELS_SETTINGS[0]
         if s.fits(m, n, itemsize, smem_limit):
             return s
     if not is_complex and itemsize in _WARPS64_FROM and _WARPS64_FROM[itemsize] <= size <= 64:
@@ -300,7 +299,7 @@ _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16),
 # (blocked 3.13), SGESV 128 2.20 (5.35), DGETRF 128 2.20 (2.91).  From 33 to 64 fused stays: DGESV
 # 48 x 48 1.73 ms against 2.07 (warps 64 x 128), 64 x 64 1.65 against 1.66; SGESV 64 x 64
 # 1.74 against 1.79.
-_WARPS_CHOICE = {4: 256, 8: 512}
+_WARPS_CHOICE = {4: 256, 8: 512}  # the default until session 20; now forced by setting= only
 # The panels design (256 threads) measured faster than warps from 65 to 128 on the H100 in
 # session 19 (scratch A/B, GESV X only and GETRF, 256 MB of A, diagonally dominant): DGESV
 # 128 2.12 ms against 2.28 (cupy.linalg.solve 2.39), 96 2.63 against 3.03, 72 3.60 against
@@ -311,7 +310,9 @@ _WARPS_CHOICE = {4: 256, 8: 512}
 # (session 20) racecheck is clean and panels128x256 is the default for float32 and float64
 # from 65 to 128.  complex64 keeps the warps design (not measured with panels).  Four-column
 # panels since (LU_PANEL_COLS in lu.cu): DGESV 128 1.89 ms, SGESV 128 1.59 (bench/solve.py:
-# 1.26x and 1.89x cupy).  Fewer update warps are
+# 1.26x and 1.89x cupy).  complex64 too (same A/B, GESV X only): CGESV 128 2.70 ms against
+# warps' 3.11, 96 3.30 against 4.23, 72 4.47 against 5.99 (cupy.linalg.solve: 2.44, 2.22, 2.48,
+# faster still: a missed target of no issue, left for later).  Fewer update warps are
 # slower in float64 (session 20, 128 threads, not registered: DGESV 128 2.81 ms against 2.15,
 # 96 3.16 against 2.65; SGESV 128 1.88 against 1.86), so the update warps' throughput is
 # part of the critical path too, not the panel warp's chain alone.
