@@ -205,9 +205,10 @@ def section_cholesky():
     # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
     # every setting forced where it fits; lists.
     global checks
-    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
-    # and b's element beside each pivot row)
-    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # (racecheck: every dtype: float64 and float32 for the rows design's real-only paths, the
+    # staged copy into U and b's element beside each pivot row; float32 and complex64 for the
+    # panels design's register layouts, which differ by element size)
+    dtypes = bt.SUPPORTED_DTYPES if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
@@ -296,9 +297,10 @@ def section_lu():
     # batches, one right-hand side) and direct (sliced rows, two right-hand sides)
     # accesses, a partial last block or warp, variable-size lists (mixed sizes in a warp).
     global checks
-    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
-    # and b's element beside each pivot row)
-    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # (racecheck: every dtype: float64 and float32 for the rows design's real-only paths, the
+    # staged copy into U and b's element beside each pivot row; float32 and complex64 for the
+    # panels design's register layouts, which differ by element size)
+    dtypes = bt.SUPPORTED_DTYPES if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
