@@ -170,14 +170,13 @@ def _operands(case: DaskCase, p: dict, client):
 
 
 def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
+    import dask
     from dask.core import flatten
     from dask.distributed import Client, wait
     from dask.graph_manipulation import clone
     from dask_cuda import LocalCUDACluster
 
     import batched as bt
-
-    import dask
 
     devices = ",".join(str(i) for i in range(workers))
     # No work stealing: a stolen task would first move its 512 MiB chunk between

@@ -226,7 +226,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     then up to 32 the rows design for elements of at most 8 bytes (a
     row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
     matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels design for elements of at most 8 bytes (a
-    block per matrix in shared memory, blocked: the notes after _WARPS_CHOICE); beyond, blocked with the
+    block per matrix in shared memory, blocked: the notes before _WARPS64_FROM); beyond, blocked with the
     widest panel whose
     shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
@@ -299,7 +299,8 @@ _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16),
 # (blocked 3.13), SGESV 128 2.20 (5.35), DGETRF 128 2.20 (2.91).  From 33 to 64 fused stays: DGESV
 # 48 x 48 1.73 ms against 2.07 (warps 64 x 128), 64 x 64 1.65 against 1.66; SGESV 64 x 64
 # 1.74 against 1.79.
-_WARPS_CHOICE = {4: 256, 8: 512}  # the default until session 20; now forced by setting= only
+# (Until session 20 the chooser took warps128x256 for 4-byte and warps128x512 for 8-byte
+# elements here; they stay compiled, forced by setting=.)
 # The panels design (256 threads) measured faster than warps from 65 to 128 on the H100 in
 # session 19 (scratch A/B, GESV X only and GETRF, 256 MB of A, diagonally dominant): DGESV
 # 128 2.12 ms against 2.28 (cupy.linalg.solve 2.39), 96 2.63 against 3.03, 72 3.60 against

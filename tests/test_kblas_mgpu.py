@@ -475,7 +475,6 @@ def test_gpu_reduction_scalars_and_y(routine, trans, dtype):
     import cupy as cp
 
     devices = [0, 1] if TWO_GPUS else [0]
-
     rng = rng_for("gpu-reduce", routine, trans, str(dtype))
     n = 200
     herm = routine == "hemv" and dtype.kind == "c"
@@ -489,19 +488,23 @@ def test_gpu_reduction_scalars_and_y(routine, trans, dtype):
     x = random_array(rng, (n,), dtype)
     opA = wide(full) if op == "N" else wide(full).T
     ref = opA @ wide(x)
+    mag = np.abs(opA) @ np.abs(wide(x))  # |op(A)| |x|
+
+    def close(got, want, alpha, y):
+        """Within 4 (n + 2) eps of the largest |alpha| |op(A)| |x| + |y|."""
+        bound = 4 * (n + 2) * np.finfo(dtype).eps * float(np.max(alpha * mag + y))
+        np.testing.assert_allclose(to_np(got), want, rtol=0, atol=bound)
+
     with cp.cuda.Device(devices[-1]):
         xd = cp.asarray(x)
         got = FN[routine](D, xd, cp.full(n, np.nan, dtype), alpha=2.0, beta=0.0, **kw)
         assert got.device.id == devices[-1]
-        np.testing.assert_allclose(to_np(got), 2 * ref, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
-                                   * float(np.max(2 * np.abs(opA) @ np.abs(wide(x)))))
+        close(got, 2 * ref, 2, 0)
         y = cp.full(n, 3.0, dtype)
         res = FN[routine](D, xd, y, beta=-1.0, out=y, **kw)  # in place
         assert res is y
-        np.testing.assert_allclose(to_np(y), ref - 3, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
-                                   * float(np.max(np.abs(opA) @ np.abs(wide(x)) + 3)))
+        close(y, ref - 3, 1, 3)
         one = FN[routine](D, xd, cp.full(1, 5.0, dtype), beta=1.0, **kw)  # y broadcast
-        np.testing.assert_allclose(to_np(one), ref + 5, rtol=0, atol=4 * (n + 2) * np.finfo(dtype).eps
-                                   * float(np.max(np.abs(opA) @ np.abs(wide(x)) + 5)))
+        close(one, ref + 5, 1, 5)
         zero = FN[routine](D, xd, cp.full(n, 7.0, dtype), alpha=0.0, beta=0.5, **kw)
         assert np.array_equal(to_np(zero), np.full(n, 3.5, dtype))

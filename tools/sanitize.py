@@ -205,10 +205,9 @@ def section_cholesky():
     # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
     # every setting forced where it fits; lists.
     global checks
-    # (racecheck: every dtype: float64 and float32 for the rows design's real-only paths, the
-    # staged copy into U and b's element beside each pivot row; float32 and complex64 for the
-    # panels design's register layouts, which differ by element size)
-    dtypes = bt.SUPPORTED_DTYPES if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
+    # and b's element beside each pivot row)
+    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
@@ -300,7 +299,7 @@ def section_lu():
     # (racecheck: every dtype: float64 and float32 for the rows design's real-only paths, the
     # staged copy into U and b's element beside each pivot row; float32 and complex64 for the
     # panels design's register layouts, which differ by element size)
-    dtypes = bt.SUPPORTED_DTYPES if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    dtypes = (np.float32, np.complex128) if quick and not race else bt.SUPPORTED_DTYPES
     for dtype in dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
