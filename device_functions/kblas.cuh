@@ -146,6 +146,104 @@ __device__ __forceinline__ void kblas_walk(const T* __restrict__ A, long long ld
   }
 }
 
+// --- GEMV-T: a walk down a block column in tall tiles ------------------------------------
+//
+// kblas_walk's square tiles give a warp 32 rows (256 bytes of double) of a column per
+// load; walking down, a column is then read in 256-byte pieces far apart in time, and
+// the H100 streamed that 6-8 % slower than cuBLAS's GEMV-T (scratch probes: a warp
+// reading 1 KiB of a column per step reached cuBLAS's 3.0 TB/s, 256 bytes 2.8-2.9).
+// GEMV-T therefore has a shape of its own (SYMV keeps the square tiles, which it reads
+// as A and A^T): of the NB x Q threads, W = NB Q / 32 warps; warp w owns C = NB / W =
+// 32 / Q consecutive columns of the segment, and lane l the V = min(32 bytes /
+// sizeof(T), Q) consecutive rows l V .. l V + V - 1 of a tile of R = 32 V rows: a warp
+// reads 32 V consecutive elements of each of its columns per tile (1 KiB for double).
+// A thread holds C V <= 32 elements per buffer.
+template <typename T, int NB, int Q> struct KblasTallShape {
+  static constexpr int W = NB * Q / 32;
+  static constexpr int C = NB / W;
+  static constexpr int V = (32 / int(sizeof(T))) < Q ? 32 / int(sizeof(T)) : Q;
+  static constexpr int R = 32 * V;
+  // Elements per vector load (at most 16 bytes).
+  static constexpr int VW = V < 16 / int(sizeof(T)) ? V : (16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1);
+  static_assert(NB * Q % 32 == 0 && NB % W == 0, "a warp owns whole columns");
+};
+
+// N elements p[0 .. N) in one load of N * sizeof(T) bytes (4, 8 or 16); p aligned to it.
+template <int BYTES> struct RawBytes;
+template <> struct RawBytes<4> { using type = int; };
+template <> struct RawBytes<8> { using type = int2; };
+template <> struct RawBytes<16> { using type = int4; };
+template <typename T, int N> __device__ __forceinline__ void load_vector(const T* __restrict__ p, T* dst) {
+  using Raw = typename RawBytes<N * int(sizeof(T))>::type;
+  const Raw raw = __ldg(reinterpret_cast<const Raw*>(p));
+  memcpy(dst, &raw, sizeof(Raw));
+}
+
+// kblas_tall_walk: the thread's partial sums acc[c] += sum_k op(A)(i_k, j_c) x[i_k]
+// over the row tiles [t0, t1) (tiles of R rows counted from rows.origin) for the
+// warp's columns j_c = col0 + c, c < C, and the lane's rows i_k of each tile.
+// Double buffered in registers as kblas_walk.  Masked rows (edge tiles) read nothing
+// and add nothing.  Columns: the caller passes col0 with col0 + C - 1 < n or clamps
+// (a column past n is read as column n - 1; its sum is never stored).
+// Threads:  every thread of the block, each with its warp's col0; t0, t1 uniform.
+// Shared:   none.  Sync: none.
+// Memory:   A, x read-only, 64-bit offsets.  `vec`: every column's element -origin
+//           is 16-byte aligned and lda * sizeof(T) a multiple of 16, so interior
+//           tiles load VW elements at a time; otherwise one at a time.
+// Failure:  none; NaN/Inf in the elements read propagate.
+template <typename T, int NB, int Q>
+__device__ __forceinline__ void kblas_tall_walk(const T* __restrict__ A, long long lda, TileRange rows,
+                                                const long long (&col_offset)[KblasTallShape<T, NB, Q>::C],
+                                                int t0, int t1, const T* __restrict__ x, long long incx,
+                                                bool vec, bool conj, T (&acc)[KblasTallShape<T, NB, Q>::C]) {
+  using S = KblasTallShape<T, NB, Q>;
+  constexpr int C = S::C, V = S::V, R = S::R, VW = S::VW;
+  const int lane = threadIdx.x % 32;
+  auto load = [&](int t, T (&a)[C][V], T (&xv)[V]) {
+    const int i0 = rows.template start<R>(t) + lane * V;
+    if (rows.template edge<R>(t)) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int i = i0 + k;
+        const bool ok = i >= 0 && i < rows.len;
+        xv[k] = ok ? x[(long long)i * incx] : T(0);
+#pragma unroll
+        for (int c = 0; c < C; ++c) a[c][k] = ok ? A[col_offset[c] + i] : T(0);
+      }
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) xv[k] = x[(long long)(i0 + k) * incx];
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int k = 0; k < V; k += VW) load_vector<T, VW>(A + col_offset[c] + i0 + k, &a[c][k]);
+    } else {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int k = 0; k < V; ++k) a[c][k] = A[col_offset[c] + i0 + k];
+    }
+  };
+  if (t0 >= t1) return;
+  T a[C][V], xv[V], an[C][V], xn[V];
+  load(t0, a, xv);
+  for (int t = t0; t < t1; ++t) {
+    if (t + 1 < t1) load(t + 1, an, xn);
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[c] += conj_if(a[c][k], conj) * xv[k];
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k) a[c][k] = an[c][k];
+#pragma unroll
+    for (int k = 0; k < V; ++k) xv[k] = xn[k];
+  }
+}
+
 // kblas_sum_over_q: red[r] = sum over ty of v(tx = r, ty) for r < NB.
 // Threads:  the NB x Q block; every thread passes its v.
 // Shared:   `scratch` with Q * NB elements of T, and `red` with NB; scratch

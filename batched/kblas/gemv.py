@@ -20,7 +20,7 @@ from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
 
 # Launch flags of kblas_gemv.cu.
-_CONJ, _READ_Y = 1, 2
+_CONJ, _READ_Y, _VEC = 1, 2, 4
 
 
 def kernel_name(dtype, setting: KblasSetting, trans: bool) -> str:
@@ -107,10 +107,18 @@ def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int 
     (N) or block columns (T); the walk is the tiles each segment crosses.
     """
     s = setting or choose_kblas_setting("gemv", dtype, max(m, n), sms)
-    row_tiles, col_tiles = cm.blocks(m + shift, s.nb), cm.blocks(n, s.nb)
-    segments, walk = (col_tiles, row_tiles) if trans else (row_tiles, col_tiles)
-    parts = s.parts or choose_parts("gemv", segments, walk, sms)
+    if trans:  # segments of nb columns walk down tall tiles (kblas.cuh, KblasTallShape)
+        segments, walk = cm.blocks(n, s.nb), cm.blocks(m + shift, s.tall_rows(dtype))
+    else:      # segments of nb rows walk right over nb x nb tiles
+        segments, walk = cm.blocks(m + shift, s.nb), cm.blocks(n, s.nb)
+    parts = s.parts or choose_parts("gemv", segments, walk, sms, s, s.tile_bytes("gemv", dtype, trans), trans)
     return s.with_parts(parts), segments, walk
+
+
+def _vector_loads(a, shift: int, item: int) -> bool:
+    """Whether every column's element -shift is 16-byte aligned (the T kernel's
+    interior tiles may then load 16 bytes at a time)."""
+    return (a.base - shift * item) % 16 == 0 and (a.ld * item) % 16 == 0
 
 
 def _launch(p: cm.Problem, target, op: str, setting) -> None:
@@ -119,6 +127,8 @@ def _launch(p: cm.Problem, target, op: str, setting) -> None:
     trans = ar.op_transposes(view_op)
     s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, cm.sm_count())
     flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
+    if trans and _vector_loads(a, shift, p.dtype.itemsize):
+        flags |= _VEC
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)

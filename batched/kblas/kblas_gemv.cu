@@ -14,6 +14,7 @@
 // Launch flags (uniform over a launch).
 #define KBLAS_CONJ 1    // op(A) conjugates the elements (trans 'C', or 'N' on a row-major A^H view)
 #define KBLAS_READ_Y 2  // beta != 0: y is read; otherwise never touched
+#define KBLAS_VEC 4     // T kernel: the tall tiles' interior may load 16 bytes at a time (kblas.cuh)
 
 // out = alpha * A x + beta * y: block `seg` owns rows [seg*NB - shift, +NB) and walks
 // right over its share of the column tiles; the row origin `shift` aligns every
@@ -55,41 +56,43 @@ kblas_gemv_n_kernel(const T* __restrict__ A, long long lda, int m, int n, int sh
 }
 
 // out = alpha * A^T x + beta * y (A^H with KBLAS_CONJ): block `seg` owns columns
-// [seg*NB, +NB) and walks down its share of the row tiles (row origin `shift`).
+// [seg*NB, +NB), warp w the C of them from seg*NB + w*C, and walks down its share of
+// the tall row tiles (R rows each, row origin `shift`; kblas.cuh, KblasTallShape).
 template <typename T, int NB, int Q>
 __global__ void __launch_bounds__(NB * Q)
 kblas_gemv_t_kernel(const T* __restrict__ A, long long lda, int m, int n, int shift,
                     const T* __restrict__ x, long long incx, const T* y, long long incy,
                     T* out, long long inco, T alpha, T beta, int flags, int parts,
                     T* work, int* counters) {
-  constexpr int L = NB / Q;
-  __shared__ __align__(16) unsigned char scratch_bytes[(NB / 32) * NB * sizeof(T)];
+  using S = bdf::KblasTallShape<T, NB, Q>;
+  constexpr int C = S::C;
   __shared__ __align__(16) unsigned char red_bytes[NB * sizeof(T)];
   __shared__ int flag;
-  T* scratch = reinterpret_cast<T*>(scratch_bytes);
   T* red = reinterpret_cast<T*>(red_bytes);
 
-  const bdf::TileRange rows{m, shift}, cols{n, 0};
-  const int segs = cols.count<NB>();
+  const bdf::TileRange rows{m, shift};
+  const int segs = bdf::TileRange{n, 0}.count<NB>();
   const int seg = blockIdx.x % segs, part = blockIdx.x / segs;
   int t0, t1;
-  bdf::split_share(rows.count<NB>(), parts, part, t0, t1);
-  const bool conj = flags & KBLAS_CONJ;
-
-  T acc[L];
+  bdf::split_share(rows.count<S::R>(), parts, part, t0, t1);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col0 = seg * NB + warp * C;
+  long long col_offset[C];
 #pragma unroll
-  for (int l = 0; l < L; ++l) acc[l] = T(0);
-  auto body = [&](int, const T (&a)[L], const T (&xv)[1]) {
-#pragma unroll
-    for (int l = 0; l < L; ++l) acc[l] += bdf::conj_if(a[l], conj) * xv[0];
-  };
-  if (cols.edge<NB>(seg))
-    bdf::kblas_walk<T, NB, Q, true, true>(A, lda, rows, cols, seg, t0, t1, x, incx, body);
-  else
-    bdf::kblas_walk<T, NB, Q, true, false>(A, lda, rows, cols, seg, t0, t1, x, incx, body);
+  for (int c = 0; c < C; ++c) col_offset[c] = (long long)min(col0 + c, n - 1) * lda;  // past n: never stored
 
-  bdf::kblas_sum_over_rows<T, NB, Q>(acc, scratch, red);
+  T acc[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) acc[c] = T(0);
+  bdf::kblas_tall_walk<T, NB, Q>(A, lda, rows, col_offset, t0, t1, x, incx, flags & KBLAS_VEC,
+                                 flags & KBLAS_CONJ, acc);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const T s = bdf::butterfly_sum<1, 32>(acc[c], 0xffffffffu);
+    if (lane == 0) red[warp * C + c] = s;
+  }
+  __syncthreads();
   const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
-  bdf::kblas_finish_segment<T, NB>(red, seg, cols.start<NB>(seg), n, part, parts, work,
-                                   (long long)segs * NB, counters, &flag, o);
+  bdf::kblas_finish_segment<T, NB>(red, seg, seg * NB, n, part, parts, work, (long long)segs * NB,
+                                   counters, &flag, o);
 }

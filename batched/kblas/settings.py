@@ -59,6 +59,16 @@ class KblasSetting:
                 return False
         return self.nb % 32 == 0 and self.nb % self.q == 0 and self.threads <= 1024
 
+    def tall_rows(self, dtype) -> int:
+        """Rows of GEMV-T's tall tile (kblas.cuh, KblasTallShape): 32 lanes of
+        V = min(32 bytes / itemsize, q) consecutive rows each."""
+        return 32 * min(32 // np.dtype(dtype).itemsize, self.q)
+
+    def tile_bytes(self, routine: str, dtype, trans: bool = False) -> int:
+        """Bytes of A one tile of the walk covers."""
+        rows = self.tall_rows(dtype) if routine == "gemv" and trans else self.nb
+        return rows * self.nb * np.dtype(dtype).itemsize
+
     def with_parts(self, parts: int) -> "KblasSetting":
         return KblasSetting(self.nb, self.q, parts)
 
@@ -77,35 +87,53 @@ KBLAS_SETTINGS = (
 
 # Tiles per block the chooser aims for: enough that a block's fixed costs (its
 # reduction, the partials or atomics) are small against its reads, few enough
-# that the grid has many blocks and the last wave is short.
-_TILES_PER_BLOCK = {"gemv": 16, "symv": 16}
+# that the grid has many blocks and the last wave is short.  GEMV counts bytes
+# instead: 256 KiB of A a block (H100, session 21: 32 tiles of 32 x 32 double,
+# 16 of 64 x 64 float were the best shares from 4096 to 16384, within 1-2 %).
+# GEMV-T's tall-tile blocks hold 120-240 registers a thread (two or fewer blocks
+# an SM) and did best with 512 KiB a block and one wave's worth of blocks at
+# small sizes (H100 sweep of parts, session 21).
+_TILES_PER_BLOCK = {"symv": 16}
+_GEMV_BLOCK_BYTES = {False: 256 * 1024, True: 512 * 1024}
 _BLOCKS_PER_SM = 4
+# GEMV fills the GPU with this many threads an SM (N: 4 blocks of 128, 2 of 256).
+_GEMV_THREADS_PER_SM = {False: 512, True: 256}
 
 
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
     """(nb, q) for ``routine`` on an order-``n`` problem, without ``parts``.
 
-    First guesses, to be replaced by the measured switch-over points of
-    ``bench/kblas.py --sweep`` (H100): nb = 32 up to n = 2048 (twice the block
-    rows, so small problems still fill the GPU), nb = 64 beyond; the q that
-    keeps 8 (complex, double) or 16 (float) elements per buffer; complex128
-    only fits nb x q = 32 x 4.
+    GEMV (H100 sweep of every setting and parts, session 21, 1024-16384): 32 x 4
+    for 8- and 16-byte elements, 64 x 4 for float32; 64 x 8 (86 registers, one
+    512-thread block an SM) was 5-8 % slower in double.  SYMV, first guesses:
+    nb = 32 up to n = 2048 (twice the block rows, so small problems still fill
+    the GPU), nb = 64 beyond; the q that keeps 8 (complex, double) or 16
+    (float) elements per buffer; complex128 only fits nb x q = 32 x 4.
     """
     dt = np.dtype(dtype)
     if dt == np.complex128:
         return KblasSetting(32, 4)
+    if routine == "gemv":
+        return KblasSetting(64, 4) if dt == np.float32 else KblasSetting(32, 4)
     if n <= 2048:
         return KblasSetting(32, 2) if dt == np.float32 else KblasSetting(32, 4)
     return KblasSetting(64, 4) if dt == np.float32 else KblasSetting(64, 8)
 
 
-def choose_parts(routine: str, segments: int, walk: int, sms: int) -> int:
+def choose_parts(routine: str, segments: int, walk: int, sms: int, setting: KblasSetting = None,
+                 tile_bytes: int = 0, trans: bool = False) -> int:
     """Blocks per segment: the longest walk cut into shares of about
-    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all."""
+    _TILES_PER_BLOCK tiles (GEMV: _GEMV_BLOCK_BYTES of A), and at least
+    _BLOCKS_PER_SM blocks per SM in all (GEMV: _GEMV_THREADS_PER_SM threads)."""
     if walk <= 1:
         return 1
-    by_work = -(-walk // _TILES_PER_BLOCK[routine])
-    by_fill = -(-_BLOCKS_PER_SM * sms // max(segments, 1))
+    if routine == "gemv" and setting is not None and tile_bytes:
+        by_work = -(-walk // max(1, _GEMV_BLOCK_BYTES[trans] // tile_bytes))
+        per_sm = max(1, _GEMV_THREADS_PER_SM[trans] // setting.threads)
+    else:
+        by_work = -(-walk // _TILES_PER_BLOCK[routine])
+        per_sm = _BLOCKS_PER_SM
+    by_fill = -(-per_sm * sms // max(segments, 1))
     return max(1, min(walk, max(by_work, by_fill)))
 
 
