@@ -90,9 +90,9 @@ KBLAS_SETTINGS = (
 # that the grid has many blocks and the last wave is short.  GEMV counts bytes
 # instead: 256 KiB of A a block (H100, session 21: 32 tiles of 32 x 32 double,
 # 16 of 64 x 64 float were the best shares from 4096 to 16384, within 1-2 %).
-# GEMV-T's tall-tile blocks hold 120-240 registers a thread (two or fewer blocks
-# an SM) and did best with 512 KiB a block and one wave's worth of blocks at
-# small sizes (H100 sweep of parts, session 21).
+# GEMV-T's tall-tile blocks (double 32 x 4: 146 registers, three blocks an SM)
+# did best with 512 KiB a block and about one wave of blocks at small sizes
+# (H100 sweep of parts, session 21).
 _TILES_PER_BLOCK = {"symv": 16}
 _GEMV_BLOCK_BYTES = {False: 256 * 1024, True: 512 * 1024}
 _BLOCKS_PER_SM = 4
@@ -103,21 +103,16 @@ _GEMV_THREADS_PER_SM = {False: 512, True: 256}
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
     """(nb, q) for ``routine`` on an order-``n`` problem, without ``parts``.
 
-    GEMV (H100 sweep of every setting and parts, session 21, 1024-16384): 32 x 4
-    for 8- and 16-byte elements, 64 x 4 for float32; 64 x 8 (86 registers, one
-    512-thread block an SM) was 5-8 % slower in double.  SYMV, first guesses:
-    nb = 32 up to n = 2048 (twice the block rows, so small problems still fill
-    the GPU), nb = 64 beyond; the q that keeps 8 (complex, double) or 16
-    (float) elements per buffer; complex128 only fits nb x q = 32 x 4.
+    Measured on the H100 (session 21: ``bench/kblas.py --sweep`` and a sweep of
+    every setting x parts for GEMV, n = 1024-30000): 32 x 4 first or within
+    1 % for GEMV in 8- and 16-byte types and for SYMV/HEMV in every type (DSYMV
+    12288 214 us against 232 for 64 x 8, the default until then: 1.84x cuBLAS's
+    default kernel instead of 1.69x); 64 x 4 for float32 GEMV.  64 x 8 holds
+    86 registers in double, one 512-thread block an SM.
     """
-    dt = np.dtype(dtype)
-    if dt == np.complex128:
-        return KblasSetting(32, 4)
-    if routine == "gemv":
-        return KblasSetting(64, 4) if dt == np.float32 else KblasSetting(32, 4)
-    if n <= 2048:
-        return KblasSetting(32, 2) if dt == np.float32 else KblasSetting(32, 4)
-    return KblasSetting(64, 4) if dt == np.float32 else KblasSetting(64, 8)
+    if routine == "gemv" and np.dtype(dtype) == np.float32:
+        return KblasSetting(64, 4)
+    return KblasSetting(32, 4)
 
 
 def choose_parts(routine: str, segments: int, walk: int, sms: int, setting: KblasSetting = None,
