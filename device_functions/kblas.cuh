@@ -146,18 +146,20 @@ __device__ __forceinline__ void kblas_walk(const T* __restrict__ A, long long ld
   }
 }
 
-// --- GEMV-T: a walk down a block column in tall tiles ------------------------------------
+// --- GEMV: tall tiles ------------------------------------------------------------------
 //
 // kblas_walk's square tiles give a warp 32 rows (256 bytes of double) of a column per
 // load; walking down, a column is then read in 256-byte pieces far apart in time, and
 // the H100 streamed that 6-8 % slower than cuBLAS's GEMV-T (scratch probes: a warp
 // reading 1 KiB of a column per step reached cuBLAS's 3.0 TB/s, 256 bytes 2.8-2.9).
-// GEMV-T therefore has a shape of its own (SYMV keeps the square tiles, which it reads
-// as A and A^T): of the NB x Q threads, W = NB Q / 32 warps; warp w owns C = NB / W =
-// 32 / Q consecutive columns of the segment, and lane l the V = min(32 bytes /
-// sizeof(T), Q) consecutive rows l V .. l V + V - 1 of a tile of R = 32 V rows: a warp
-// reads 32 V consecutive elements of each of its columns per tile (1 KiB for double).
-// A thread holds C V <= 32 elements of A per tile.
+// GEMV therefore has a shape of its own (SYMV keeps the square tiles, which it reads
+// as A and A^T): of the NB x Q threads, W = NB Q / 32 warps; a tile is R = 32 V rows
+// by NB columns, warp w owns its C = NB / W = 32 / Q consecutive columns from w C,
+// and lane l the V = min(32 bytes / sizeof(T), Q) consecutive rows l V .. l V + V - 1:
+// a warp reads 32 V consecutive elements of each of its columns per tile (1 KiB for
+// double).  A thread holds C V <= 32 elements of A per tile.  GEMV-T's segment is a
+// block column of NB columns walking down the row tiles; GEMV-N's a row tile of R
+// rows walking right over the column tiles.
 template <typename T, int NB, int Q> struct KblasTallShape {
   static constexpr int W = NB * Q / 32;
   static constexpr int C = NB / W;
@@ -179,63 +181,119 @@ template <typename T, int N> __device__ __forceinline__ void load_vector(const T
   memcpy(dst, &raw, sizeof(Raw));
 }
 
-// kblas_tall_walk: the thread's partial sums acc[c] += sum_k op(A)(i_k, j_c) x[i_k]
-// over the row tiles [t0, t1) (tiles of R rows counted from rows.origin) for the
-// warp's columns j_c = col0 + c, c < C, and the lane's rows i_k of each tile.
-// One register buffer: a tile's C V / VW loads are all issued before its first use,
-// and the other resident blocks overlap theirs (double buffering as in kblas_walk
-// held 194 registers in double, two blocks an SM, against 146 and three, and measured
-// the same or up to 4.5 % slower on the H100).  Masked rows (edge tiles) read nothing
-// and add nothing.  Columns: the caller passes col0 with col0 + C - 1 < n or clamps
-// (a column past n is read as column n - 1; its sum is never stored).
-// Threads:  every thread of the block, each with its warp's col0; t0, t1 uniform.
-// Shared:   none.  Sync: none.
-// Memory:   A, x read-only, 64-bit offsets.  `vec`: every column's element -origin
-//           is 16-byte aligned and lda * sizeof(T) a multiple of 16, so interior
-//           tiles load VW elements at a time; otherwise one at a time.
-// Failure:  none; NaN/Inf in the elements read propagate.
-template <typename T, int NB, int Q>
-__device__ __forceinline__ void kblas_tall_walk(const T* __restrict__ A, long long lda, TileRange rows,
-                                                const long long (&col_offset)[KblasTallShape<T, NB, Q>::C],
-                                                int t0, int t1, const T* __restrict__ x, long long incx,
-                                                bool vec, bool conj, T (&acc)[KblasTallShape<T, NB, Q>::C]) {
+// kblas_tall_load: the lane's part of one tall tile, a[c][k] = A(i0 + k, column c)
+// for its V rows i0 .. i0 + V - 1 (i0 = tile start + lane V) and the C columns
+// starting at element offsets col[c]; zeros for rows outside [0, len) and for
+// columns whose bit in `live` is clear, where CHECK (nothing outside is read).
+// Without CHECK every element is read: 16 bytes at a time when `vec` (every
+// column's element -origin 16-byte aligned and lda * sizeof(T) a multiple of 16).
+template <typename T, int NB, int Q, bool CHECK>
+__device__ __forceinline__ void kblas_tall_load(const T* __restrict__ A,
+                                                const long long (&col)[KblasTallShape<T, NB, Q>::C],
+                                                unsigned live, int i0, int len, bool vec,
+                                                T (&a)[KblasTallShape<T, NB, Q>::C][KblasTallShape<T, NB, Q>::V]) {
   using S = KblasTallShape<T, NB, Q>;
-  constexpr int C = S::C, V = S::V, R = S::R, VW = S::VW;
-  const int lane = threadIdx.x % 32;
-  auto load = [&](int t, T (&a)[C][V], T (&xv)[V]) {
-    const int i0 = rows.template start<R>(t) + lane * V;
-    if (rows.template edge<R>(t)) {
+  constexpr int C = S::C, V = S::V, VW = S::VW;
+  if (CHECK) {
+#pragma unroll
+    for (int c = 0; c < C; ++c)
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const int i = i0 + k;
-        const bool ok = i >= 0 && i < rows.len;
-        xv[k] = ok ? x[(long long)i * incx] : T(0);
-#pragma unroll
-        for (int c = 0; c < C; ++c) a[c][k] = ok ? A[col_offset[c] + i] : T(0);
+        a[c][k] = ((live >> c) & 1u) && i >= 0 && i < len ? A[col[c] + i] : T(0);
       }
-      return;
-    }
+  } else if (vec) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) xv[k] = x[(long long)(i0 + k) * incx];
-    if (vec) {
+    for (int c = 0; c < C; ++c)
 #pragma unroll
-      for (int c = 0; c < C; ++c)
+      for (int k = 0; k < V; k += VW) load_vector<T, VW>(A + col[c] + i0 + k, &a[c][k]);
+  } else {
 #pragma unroll
-        for (int k = 0; k < V; k += VW) load_vector<T, VW>(A + col_offset[c] + i0 + k, &a[c][k]);
-    } else {
+    for (int c = 0; c < C; ++c)
 #pragma unroll
-      for (int c = 0; c < C; ++c)
-#pragma unroll
-        for (int k = 0; k < V; ++k) a[c][k] = A[col_offset[c] + i0 + k];
-    }
-  };
+      for (int k = 0; k < V; ++k) a[c][k] = A[col[c] + i0 + k];
+  }
+}
+
+// kblas_tall_walk: GEMV-T's walk down a block column.  The thread's partial sums
+// acc[c] += sum_k op(A)(i_k, j_c) x[i_k] over the row tiles [t0, t1) (tiles of R rows
+// counted from rows.origin) for the warp's columns j_c at element offsets col[c],
+// and the lane's rows i_k of each tile.  A column past n is the caller's to clamp
+// to a real one (its sum must not be stored).  One register buffer: a tile's loads
+// are all issued before its first use, and the other resident blocks overlap
+// theirs (double buffering as in kblas_walk held 194 registers in double, two
+// blocks an SM, against 146 and three, and measured the same or up to 4.5 %
+// slower on the H100).
+// Threads:  every thread of the block, each with its warp's columns; t0, t1 uniform.
+// Shared:   none.  Sync: none.
+// Memory:   A, x read-only, 64-bit offsets; only rows [0, rows.len) are read.
+// Failure:  none; NaN/Inf in the elements read propagate.
+template <typename T, int NB, int Q>
+__device__ __forceinline__ void kblas_tall_walk(const T* __restrict__ A, TileRange rows,
+                                                const long long (&col)[KblasTallShape<T, NB, Q>::C],
+                                                int t0, int t1, const T* __restrict__ x, long long incx,
+                                                bool vec, bool conj, T (&acc)[KblasTallShape<T, NB, Q>::C]) {
+  using S = KblasTallShape<T, NB, Q>;
+  constexpr int C = S::C, V = S::V, R = S::R;
+  const int lane = threadIdx.x % 32;
   for (int t = t0; t < t1; ++t) {
+    const int i0 = rows.template start<R>(t) + lane * V;
     T a[C][V], xv[V];
-    load(t, a, xv);
+    if (rows.template edge<R>(t)) {
+      kblas_tall_load<T, NB, Q, true>(A, col, ~0u, i0, rows.len, vec, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[k] = i0 + k >= 0 && i0 + k < rows.len ? x[(long long)(i0 + k) * incx] : T(0);
+    } else {
+      kblas_tall_load<T, NB, Q, false>(A, col, ~0u, i0, rows.len, vec, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[k] = x[(long long)(i0 + k) * incx];
+    }
 #pragma unroll
     for (int c = 0; c < C; ++c)
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[c] += conj_if(a[c][k], conj) * xv[k];
+  }
+}
+
+// kblas_tall_walk_right: GEMV-N's walk along a block row in the same tall tiles.
+// The segment is the R rows of row tile `seg` (the lane's V of them from
+// i0 = rows.start(seg) + lane V); column tile t holds the NB columns t NB .. t NB +
+// NB - 1 (past n masked), warp w the C of them from t NB + w C.  The thread's
+// partial sums acc[k] += sum_c op(A)(i_k, j_c) x[j_c] over the column tiles
+// [t0, t1).  Rows outside [0, rows.len) and columns past n read nothing and add
+// nothing.
+// Threads, Shared, Sync, Failure: as kblas_tall_walk.
+template <typename T, int NB, int Q, bool CHECK_ROWS>
+__device__ __forceinline__ void kblas_tall_walk_right(const T* __restrict__ A, long long lda, TileRange rows,
+                                                      int n, int seg, int t0, int t1,
+                                                      const T* __restrict__ x, long long incx, bool vec,
+                                                      bool conj, T (&acc)[KblasTallShape<T, NB, Q>::V]) {
+  using S = KblasTallShape<T, NB, Q>;
+  constexpr int C = S::C, V = S::V, R = S::R;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int i0 = rows.template start<R>(seg) + lane * V;
+  for (int t = t0; t < t1; ++t) {
+    const int j0 = t * NB + warp * C;
+    long long col[C];
+    T a[C][V], xc[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) col[c] = (long long)min(j0 + c, n - 1) * lda;
+    if (CHECK_ROWS || j0 + C > n) {
+      unsigned live = 0;
+#pragma unroll
+      for (int c = 0; c < C; ++c) live |= (j0 + c < n ? 1u : 0u) << c;
+      kblas_tall_load<T, NB, Q, true>(A, col, live, i0, rows.len, vec, a);
+#pragma unroll
+      for (int c = 0; c < C; ++c) xc[c] = j0 + c < n ? x[(long long)(j0 + c) * incx] : T(0);
+    } else {
+      kblas_tall_load<T, NB, Q, false>(A, col, ~0u, i0, rows.len, vec, a);
+#pragma unroll
+      for (int c = 0; c < C; ++c) xc[c] = x[(long long)(j0 + c) * incx];
+    }
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += conj_if(a[c][k], conj) * xc[c];
   }
 }
 

@@ -289,10 +289,11 @@ def test_every_setting_forced(xp, routine, parts, base):
         nb = base.nb
         cases = [(nb - 1, "N", True, 0, "F"), (nb, "T", False, 1, "F"), (nb + 1, "C", True, 3, "C"),
                  (3 * nb + 5, "N", False, 17, "F"), (3 * nb + 5, "T", True, 1, "C")]
-        if routine == "gemv":  # GEMV-T's tall tiles: several of them, with and without 16-byte loads
+        if routine == "gemv":  # tall tiles: several of them, with and without 16-byte loads, N and T kernels
             tall = base.tall_rows(dtype)
             cases += [(2 * tall + 40, "T", True, 0, "F"), (2 * tall + 37, "C", False, 1, "F"),
-                      (2 * tall + 40, "N", True, 17, "C")]
+                      (2 * tall + 40, "N", True, 17, "C"), (2 * tall + 40, "N", True, 0, "F"),
+                      (2 * tall + 37, "T", False, 3, "C")]
         for n, trans, lower, offset, order in cases:
             A, ref, x, rows = make_case(rng, routine, n, dtype, trans, lower)
             y = random_array(rng, (rows,), dtype)
@@ -381,9 +382,10 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
             s, segments, walk = kgemv_module.plan(n, n + 7, shift, trans, dtype, sms=sms)
             assert kgemv_module.kernel_name(dtype, KblasSetting(s.nb, s.q), trans) in names["kblas_gemv.cu"]
             assert 1 <= s.parts <= max(walk, 1)
-            assert segments * s.nb >= (n + 7 if trans else n + shift)
-            tile_rows = s.tall_rows(dtype) if trans else s.nb  # T walks down tall tiles
-            assert walk == -(-(n + shift if trans else n + 7) // tile_rows)
+            rows = s.tall_rows(dtype)  # tall tiles: rows x nb
+            assert segments * (s.nb if trans else rows) >= (n + 7 if trans else n + shift)
+            moving, tile = (n + shift, rows) if trans else (n + 7, s.nb)
+            assert walk == -(-moving // tile)
         s, blocks = ksymv_module.plan(n, shift, dtype, sms=sms)
         assert set(ksymv_module.kernel_names(dtype, KblasSetting(s.nb, s.q))) <= names["kblas_symv.cu"]
         assert blocks * s.nb >= n + shift and 1 <= s.parts <= max(blocks - 1, 1)

@@ -101,10 +101,10 @@ def section_kblas():
                         for trans in "NT":
                             bt.kblas.gemv(A, rand((n,), dtype), trans=trans, setting=s)
                             checks += 1
-                        # GEMV-T's tall tiles: interior ones, 16-byte loads (even order) and not
+                        # The tall tiles: interior ones, 16-byte loads (even order) and not, both kernels
                         for tall in (2 * base.tall_rows(dtype) + 40, 2 * base.tall_rows(dtype) + 37):
                             B = rand((tall, tall), dtype, offset=5)  # C order: its 'N' runs the T kernel
-                            for view, trans in ((B, "N"), (B.T, "T")):
+                            for view, trans in ((B, "N"), (B.T, "T"), (B.T, "N"), (B, "T")):
                                 bt.kblas.gemv(view, rand((tall,), dtype), cp.empty(tall, dtype), trans=trans,
                                               setting=s)
                                 checks += 1

@@ -103,21 +103,28 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
 def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
     """(setting with parts, segments, walk) for a column-major m x n view.
 
-    Pure, so CPU tests can check what a shape gets.  Segments are block rows
-    (N) or block columns (T); the walk is the tiles each segment crosses.
+    Pure, so CPU tests can check what a shape gets.  Segments are row tiles
+    (N) or block columns (T) of the tall tiles; the walk is the tiles each
+    segment crosses.
     """
     s = setting or choose_kblas_setting("gemv", dtype, max(m, n), sms)
-    if trans:  # segments of nb columns walk down tall tiles (kblas.cuh, KblasTallShape)
-        segments, walk = cm.blocks(n, s.nb), cm.blocks(m + shift, s.tall_rows(dtype))
-    else:      # segments of nb rows walk right over nb x nb tiles
-        segments, walk = cm.blocks(m + shift, s.nb), cm.blocks(n, s.nb)
-    parts = s.parts or choose_parts("gemv", segments, walk, sms, s, s.tile_bytes("gemv", dtype, trans), trans)
+    rows = s.tall_rows(dtype)  # tall tiles of rows x nb (kblas.cuh, KblasTallShape)
+    if trans:  # segments of nb columns walk down the row tiles
+        segments, walk = cm.blocks(n, s.nb), cm.blocks(m + shift, rows)
+    else:      # segments of `rows` rows walk right over the column tiles
+        segments, walk = cm.blocks(m + shift, rows), cm.blocks(n, s.nb)
+    parts = s.parts or choose_parts("gemv", segments, walk, sms, s, s.tile_bytes("gemv", dtype), trans)
     return s.with_parts(parts), segments, walk
 
 
+def segment_length(setting: KblasSetting, trans: bool, dtype) -> int:
+    """Outputs one segment holds: nb columns (T), a tall tile's rows (N)."""
+    return setting.nb if trans else setting.tall_rows(dtype)
+
+
 def _vector_loads(a, shift: int, item: int) -> bool:
-    """Whether every column's element -shift is 16-byte aligned (the T kernel's
-    interior tiles may then load 16 bytes at a time)."""
+    """Whether every column's element -shift is 16-byte aligned (the tall tiles'
+    interior may then load 16 bytes at a time)."""
     return (a.base - shift * item) % 16 == 0 and (a.ld * item) % 16 == 0
 
 
@@ -127,13 +134,13 @@ def _launch(p: cm.Problem, target, op: str, setting) -> None:
     trans = ar.op_transposes(view_op)
     s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, cm.sm_count())
     flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
-    if trans and _vector_loads(a, shift, p.dtype.itemsize):
+    if _vector_loads(a, shift, p.dtype.itemsize):
         flags |= _VEC
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
-    work, counters = cm.partials(p, segments, s.nb, s.parts)
+    work, counters = cm.partials(p, segments, segment_length(s, trans, p.dtype), s.parts)
     cm.launch(SOURCE, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads,
               (np.uint64(a.base), np.int64(a.ld), np.int32(a.rows), np.int32(a.cols), np.int32(shift),
                x_ptr, incx, y_ptr, incy, o_ptr, inco, p.alpha, p.beta, np.int32(flags),

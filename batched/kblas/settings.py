@@ -60,13 +60,13 @@ class KblasSetting:
         return self.nb % 32 == 0 and self.nb % self.q == 0 and self.threads <= 1024
 
     def tall_rows(self, dtype) -> int:
-        """Rows of GEMV-T's tall tile (kblas.cuh, KblasTallShape): 32 lanes of
+        """Rows of GEMV's tall tile (kblas.cuh, KblasTallShape): 32 lanes of
         V = min(32 bytes / itemsize, q) consecutive rows each."""
         return 32 * min(32 // np.dtype(dtype).itemsize, self.q)
 
-    def tile_bytes(self, routine: str, dtype, trans: bool = False) -> int:
-        """Bytes of A one tile of the walk covers."""
-        rows = self.tall_rows(dtype) if routine == "gemv" and trans else self.nb
+    def tile_bytes(self, routine: str, dtype) -> int:
+        """Bytes of A one tile of the walk covers: tall_rows x nb for GEMV, nb x nb for SYMV."""
+        rows = self.tall_rows(dtype) if routine == "gemv" else self.nb
         return rows * self.nb * np.dtype(dtype).itemsize
 
     def with_parts(self, parts: int) -> "KblasSetting":
@@ -85,19 +85,20 @@ KBLAS_SETTINGS = (
     KblasSetting(64, 8),   # L = 8, 512 threads
 )
 
-# Tiles per block the chooser aims for: enough that a block's fixed costs (its
-# reduction, the partials or atomics) are small against its reads, few enough
-# that the grid has many blocks and the last wave is short.  GEMV counts bytes
-# instead: 256 KiB of A a block (H100, session 21: 32 tiles of 32 x 32 double,
-# 16 of 64 x 64 float were the best shares from 4096 to 16384, within 1-2 %).
-# GEMV-T's tall-tile blocks (double 32 x 4: 146 registers, three blocks an SM)
-# did best with 512 KiB a block and about one wave of blocks at small sizes
-# (H100 sweep of parts, session 21).
+# Tiles per block the chooser aims for (SYMV): enough that a block's fixed costs
+# (its reduction, the atomics) are small against its reads, few enough that the
+# grid has many blocks and the last wave is short; and at least _BLOCKS_PER_SM
+# blocks an SM.
 _TILES_PER_BLOCK = {"symv": 16}
-_GEMV_BLOCK_BYTES = {False: 256 * 1024, True: 512 * 1024}
 _BLOCKS_PER_SM = 4
-# GEMV fills the GPU with this many threads an SM (N: 4 blocks of 128, 2 of 256).
-_GEMV_THREADS_PER_SM = {False: 512, True: 256}
+# GEMV in tall tiles (H100 sweeps of settings x parts, session 21, n = 1024-16384).
+# N: one wave of about two blocks an SM, each a long block row (DGEMV N 16384 p2
+# 1.017x cuBLAS, 8192 p4 1.032, 4096 p8 0.993, where 8 tiles a block gave 0.997,
+# 1.001 and 0.913).  T (double 32 x 4: 146 registers, three blocks an SM): 512 KiB
+# of A a block and at least 256 threads an SM.
+_GEMV_N_BLOCKS_PER_SM = 2
+_GEMV_T_BLOCK_BYTES = 512 * 1024
+_GEMV_T_THREADS_PER_SM = 256
 
 
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
@@ -117,18 +118,21 @@ def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSe
 
 def choose_parts(routine: str, segments: int, walk: int, sms: int, setting: KblasSetting = None,
                  tile_bytes: int = 0, trans: bool = False) -> int:
-    """Blocks per segment: the longest walk cut into shares of about
-    _TILES_PER_BLOCK tiles (GEMV: _GEMV_BLOCK_BYTES of A), and at least
-    _BLOCKS_PER_SM blocks per SM in all (GEMV: _GEMV_THREADS_PER_SM threads)."""
+    """Blocks per segment.  SYMV: the longest walk cut into shares of about
+    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all.
+    GEMV (``setting`` and ``tile_bytes`` given): see the constants above."""
     if walk <= 1:
         return 1
+    segments = max(segments, 1)
     if routine == "gemv" and setting is not None and tile_bytes:
-        by_work = -(-walk // max(1, _GEMV_BLOCK_BYTES[trans] // tile_bytes))
-        per_sm = max(1, _GEMV_THREADS_PER_SM[trans] // setting.threads)
+        if not trans:
+            return max(1, min(walk, round(_GEMV_N_BLOCKS_PER_SM * sms / segments)))
+        by_work = -(-walk // max(1, _GEMV_T_BLOCK_BYTES // tile_bytes))
+        per_sm = max(1, _GEMV_T_THREADS_PER_SM // setting.threads)
     else:
         by_work = -(-walk // _TILES_PER_BLOCK[routine])
         per_sm = _BLOCKS_PER_SM
-    by_fill = -(-per_sm * sms // max(segments, 1))
+    by_fill = -(-per_sm * sms // segments)
     return max(1, min(walk, max(by_work, by_fill)))
 
 
