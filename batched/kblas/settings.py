@@ -42,11 +42,14 @@ class KblasSetting:
     def fits(self, routine: str, dtype) -> bool:
         """Registers and shared memory within the hardware limits for ``dtype``.
 
-        Per thread the walk keeps two tile buffers and two x buffers (GEMV-N)
-        or a tile buffer pair, x over its columns and the column sums
-        (GEMV-T, SYMV): about 4 L elements in registers, which must leave
-        room for addresses under the launch bound's register budget (no spills).
-        SYMV's diagonal kernel holds an nb x (nb + 1) tile in static shared memory.
+        SYMV's square-tile walk keeps a tile buffer pair, x over its columns and
+        the column sums: about 4 L elements in registers, which must leave room
+        for addresses under the launch bound's register budget (no spills).
+        GEMV's tall tiles hold at most 32 elements of A a thread (kblas.cuh);
+        the same rule is applied to them, which turns away all but 32 x 4 for
+        complex128 (ptxas, session 21: of the GEMV settings that fit, only
+        complex64 64 x 8 N spills, 8 bytes).  SYMV's diagonal kernel holds an
+        nb x (nb + 1) tile in static shared memory.
         """
         item = np.dtype(dtype).itemsize
         budget = min(255, REGISTERS_PER_SM // self.threads)
