@@ -66,20 +66,20 @@ __device__ __forceinline__ void split_share(int work, int parts, int p, int& lo,
   hi = lo + base + (p < extra ? 1 : 0);
 }
 
-// kblas_load_tile: the thread's part of tile t for kblas_walk (below): a[l] =
-// A(i, j0 + l) and the x entries, zeros where masked.  CHECK_ROWS / CHECK_COLS
-// select the bounds checks at compile time, so interior tiles load unchecked.
-// (A template function rather than a generic lambda: NVRTC 13.0 crashes on a
-// generic lambda that reads decltype(parameter)::value.)
-template <typename T, int NB, int Q, bool VERTICAL, bool CHECK_ROWS, bool CHECK_COLS>
+// kblas_load_tile: the thread's part of tile t of block column `fixed` for
+// kblas_walk (below): a[l] = A(i, j0 + l) and xv = x[i], zeros where masked.
+// CHECK_ROWS / CHECK_COLS select the bounds checks at compile time, so interior
+// tiles load unchecked.  (A template function rather than a generic lambda:
+// NVRTC 13.0 crashes on a generic lambda that reads decltype(parameter)::value.)
+template <typename T, int NB, int Q, bool CHECK_ROWS, bool CHECK_COLS>
 __device__ __forceinline__ void kblas_load_tile(const T* __restrict__ A, long long lda, TileRange rows,
                                                 TileRange cols, int fixed, int t,
                                                 const T* __restrict__ x, long long incx,
-                                                T (&a)[NB / Q], T (&xv)[VERTICAL ? 1 : NB / Q]) {
+                                                T (&a)[NB / Q], T& xv) {
   constexpr int L = NB / Q;
   const int tx = threadIdx.x % NB, ty = threadIdx.x / NB;
-  const int i = (VERTICAL ? rows.template start<NB>(t) : rows.template start<NB>(fixed)) + tx;
-  const int j0 = (VERTICAL ? cols.template start<NB>(fixed) : cols.template start<NB>(t)) + ty * L;
+  const int i = rows.template start<NB>(t) + tx;
+  const int j0 = cols.template start<NB>(fixed) + ty * L;
   const bool row_ok = !CHECK_ROWS || (i >= 0 && i < rows.len);
 #pragma unroll
   for (int l = 0; l < L; ++l) {
@@ -87,62 +87,42 @@ __device__ __forceinline__ void kblas_load_tile(const T* __restrict__ A, long lo
     const bool ok = row_ok && (!CHECK_COLS || (j >= 0 && j < cols.len));
     a[l] = ok ? A[(long long)j * lda + i] : T(0);
   }
-  if (VERTICAL) {
-    xv[0] = row_ok ? x[(long long)i * incx] : T(0);
-  } else {
-#pragma unroll
-    for (int l = 0; l < L; ++l) {
-      const int j = j0 + l;
-      xv[l] = (!CHECK_COLS || (j >= 0 && j < cols.len)) ? x[(long long)j * incx] : T(0);
-    }
-  }
+  xv = row_ok ? x[(long long)i * incx] : T(0);
 }
 
-// kblas_walk: stream the tiles [t0, t1) of one block row (VERTICAL = false:
-// tiles move right along the columns) or one block column (VERTICAL = true:
-// tiles move down the rows) through registers, double buffered: the loads of
-// tile t+1 are issued before tile t is used.  body(t, a, xv) receives the
-// thread's L elements a[l] = A(i, j0 + l) of tile t (zeros where masked) and
-// the entries of the moving vector x it needs: xv[l] = x[j0 + l] (rows walk)
-// or xv[0] = x[i] (columns walk), zeros where masked.
+// kblas_walk: stream the square tiles [t0, t1) of block column `fixed` (tiles
+// moving down the rows; SYMV/HEMV's off-diagonal walk) through registers, double
+// buffered: the loads of tile t+1 are issued before tile t is used.  body(t, a,
+// xv) receives the thread's L elements a[l] = A(i, j0 + l) of tile t (zeros where
+// masked) and xv = x[i] (zero where masked).
 // Threads:  the whole NB x Q block, all with the same arguments.
 // Shared:   none (body may use its own).
 // Sync:     none itself; t0, t1 uniform, so body may hold __syncthreads.
 // Memory:   A, x read-only; only elements inside rows [0, rows.len) x cols
 //           [0, cols.len) are read.  64-bit offsets.
 // Failure:  none; NaN/Inf in the tiles read propagate.
-template <typename T, int NB, int Q, bool VERTICAL, bool CHECK_FIXED, class Body>
+template <typename T, int NB, int Q, bool CHECK_COLS, class Body>
 __device__ __forceinline__ void kblas_walk(const T* __restrict__ A, long long lda, TileRange rows,
                                            TileRange cols, int fixed, int t0, int t1,
                                            const T* __restrict__ x, long long incx, Body body) {
   constexpr int L = NB / Q;
-  constexpr int XN = VERTICAL ? 1 : L;
-  const TileRange moving = VERTICAL ? rows : cols;
-  // The moving dimension is checked only on its edge tiles; the fixed one as the caller says.
-  auto load_tile = [&](int t, T (&a)[L], T (&xv)[XN]) {
-    if (moving.template edge<NB>(t)) {
-      if (VERTICAL)
-        kblas_load_tile<T, NB, Q, VERTICAL, true, CHECK_FIXED>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
-      else
-        kblas_load_tile<T, NB, Q, VERTICAL, CHECK_FIXED, true>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
-    } else {
-      if (VERTICAL)
-        kblas_load_tile<T, NB, Q, VERTICAL, false, CHECK_FIXED>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
-      else
-        kblas_load_tile<T, NB, Q, VERTICAL, CHECK_FIXED, false>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
-    }
+  // Rows are checked only on their edge tiles; the columns as the caller says.
+  auto load_tile = [&](int t, T (&a)[L], T& xv) {
+    if (rows.template edge<NB>(t))
+      kblas_load_tile<T, NB, Q, true, CHECK_COLS>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
+    else
+      kblas_load_tile<T, NB, Q, false, CHECK_COLS>(A, lda, rows, cols, fixed, t, x, incx, a, xv);
   };
 
   if (t0 >= t1) return;
-  T a[L], xv[XN], an[L], xn[XN];
+  T a[L], an[L], xv, xn;
   load_tile(t0, a, xv);
   for (int t = t0; t < t1; ++t) {
     if (t + 1 < t1) load_tile(t + 1, an, xn);
     body(t, a, xv);
 #pragma unroll
     for (int l = 0; l < L; ++l) a[l] = an[l];
-#pragma unroll
-    for (int l = 0; l < XN; ++l) xv[l] = xn[l];
+    xv = xn;
   }
 }
 
@@ -297,6 +277,24 @@ __device__ __forceinline__ void kblas_tall_walk_right(const T* __restrict__ A, l
   }
 }
 
+// kblas_sum_slices: red[r] = sum over s < SLICES of scratch[s * LEN + r], r < LEN
+// (the slices added in order).
+// Threads:  the block, at least LEN threads.
+// Shared:   `scratch` (SLICES * LEN elements of T, read), `red` (LEN, written).
+// Sync:     starts with a barrier (the callers' stores to scratch are then
+//           visible); ends after a barrier, so every thread may read red.
+template <typename T, int LEN, int SLICES>
+__device__ __forceinline__ void kblas_sum_slices(const T* scratch, T* red) {
+  __syncthreads();
+  if (threadIdx.x < LEN) {
+    T s = scratch[threadIdx.x];
+#pragma unroll
+    for (int q = 1; q < SLICES; ++q) s += scratch[q * LEN + threadIdx.x];
+    red[threadIdx.x] = s;
+  }
+  __syncthreads();
+}
+
 // kblas_sum_over_q: red[r] = sum over ty of v(tx = r, ty) for r < NB.
 // Threads:  the NB x Q block; every thread passes its v.
 // Shared:   `scratch` with Q * NB elements of T, and `red` with NB; scratch
@@ -305,17 +303,9 @@ __device__ __forceinline__ void kblas_tall_walk_right(const T* __restrict__ A, l
 //           ends after a barrier, so every thread may read red.
 template <typename T, int NB, int Q>
 __device__ __forceinline__ void kblas_sum_over_q(T v, T* scratch, T* red) {
-  const int tx = threadIdx.x % NB, ty = threadIdx.x / NB;
   __syncthreads();
-  scratch[ty * NB + tx] = v;
-  __syncthreads();
-  if (threadIdx.x < NB) {
-    T s = scratch[threadIdx.x];
-#pragma unroll
-    for (int q = 1; q < Q; ++q) s += scratch[q * NB + threadIdx.x];
-    red[threadIdx.x] = s;
-  }
-  __syncthreads();
+  scratch[threadIdx.x] = v;  // slice ty, row tx: threadIdx.x = ty * NB + tx
+  kblas_sum_slices<T, NB, Q>(scratch, red);
 }
 
 // kblas_sum_over_rows: red[c] = sum over tx of acc[l] of thread (tx, ty) with
@@ -334,14 +324,7 @@ __device__ __forceinline__ void kblas_sum_over_rows(T (&acc)[NB / Q], T* scratch
     const T s = butterfly_sum<1, 32>(acc[l], 0xffffffffu);
     if (tx % 32 == 0) scratch[(tx / 32) * NB + ty * L + l] = s;
   }
-  __syncthreads();
-  if (threadIdx.x < NB) {
-    T s = scratch[threadIdx.x];
-#pragma unroll
-    for (int w = 1; w < W; ++w) s += scratch[w * NB + threadIdx.x];
-    red[threadIdx.x] = s;
-  }
-  __syncthreads();
+  kblas_sum_slices<T, NB, W>(scratch, red);
 }
 
 // Where a segment of the output goes: out[i] = alpha * r_i + beta * y[i].
@@ -593,12 +576,12 @@ __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long
   for (int l = 0; l < L; ++l) acc[l] = T(0);
 
   int step = 0;
-  auto body = [&](int t, const T (&a)[L], const T (&xv)[1]) {
+  auto body = [&](int t, const T (&a)[L], T xv) {
     T pn = T(0);
 #pragma unroll
     for (int l = 0; l < L; ++l) {
       pn += conj_if(a[l], conj_n) * xc[l];
-      acc[l] += conj_if(a[l], conj_t) * xv[0];
+      acc[l] += conj_if(a[l], conj_t) * xv;
     }
     // Two buffers: the barrier of the next tile orders this tile's reads before
     // the tile after it overwrites the buffer, so one barrier per tile suffices.
@@ -617,9 +600,9 @@ __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long
   // The walk reads A(i, j) at global row i and local column j of tile column c,
   // and x[i] for each row i: rows and x share the global index.
   if (cols.edge<NB>(c))
-    kblas_walk<T, NB, Q, true, true>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
+    kblas_walk<T, NB, Q, true>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
   else
-    kblas_walk<T, NB, Q, true, false>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
+    kblas_walk<T, NB, Q, false>(A, lda, rows, cols, c, first + lo, first + hi, x, incx, body);
 
   kblas_sum_over_rows<T, NB, Q>(acc, scratch, red);  // starts and ends with a barrier
   const int r = threadIdx.x;

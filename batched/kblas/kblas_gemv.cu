@@ -54,14 +54,7 @@ kblas_gemv_n_kernel(const T* __restrict__ A, long long lda, int m, int n, int sh
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < V; ++k) scratch[warp * R + lane * V + k] = acc[k];
-  __syncthreads();
-  if (threadIdx.x < R) {
-    T s = scratch[threadIdx.x];
-#pragma unroll
-    for (int w = 1; w < W; ++w) s += scratch[w * R + threadIdx.x];
-    red[threadIdx.x] = s;
-  }
-  __syncthreads();
+  bdf::kblas_sum_slices<T, R, W>(scratch, red);
   const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
   bdf::kblas_finish_segment<T, R>(red, seg, rows.start<R>(seg), m, part, parts, work,
                                   (long long)segs * R, counters, &flag, o);
