@@ -15,7 +15,7 @@ from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
+from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_gemv_parts, choose_kblas_setting
 
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
 
@@ -113,7 +113,7 @@ def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int 
         segments, walk = cm.blocks(n, s.nb), cm.blocks(m + shift, rows)
     else:      # segments of `rows` rows walk right over the column tiles
         segments, walk = cm.blocks(m + shift, rows), cm.blocks(n, s.nb)
-    parts = s.parts or choose_parts("gemv", segments, walk, sms, s, s.tile_bytes("gemv", dtype), trans)
+    parts = s.parts or choose_gemv_parts(s, dtype, trans, segments, walk, sms)
     return s.with_parts(parts), segments, walk
 
 

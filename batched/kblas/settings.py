@@ -67,10 +67,9 @@ class KblasSetting:
         V = min(32 bytes / itemsize, q) consecutive rows each."""
         return 32 * min(32 // np.dtype(dtype).itemsize, self.q)
 
-    def tile_bytes(self, routine: str, dtype) -> int:
-        """Bytes of A one tile of the walk covers: tall_rows x nb for GEMV, nb x nb for SYMV."""
-        rows = self.tall_rows(dtype) if routine == "gemv" else self.nb
-        return rows * self.nb * np.dtype(dtype).itemsize
+    def tall_tile_bytes(self, dtype) -> int:
+        """Bytes of A in one of GEMV's tall tiles (tall_rows x nb)."""
+        return self.tall_rows(dtype) * self.nb * np.dtype(dtype).itemsize
 
     def with_parts(self, parts: int) -> "KblasSetting":
         return KblasSetting(self.nb, self.q, parts)
@@ -119,23 +118,27 @@ def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSe
     return KblasSetting(32, 4)
 
 
-def choose_parts(routine: str, segments: int, walk: int, sms: int, setting: KblasSetting = None,
-                 tile_bytes: int = 0, trans: bool = False) -> int:
-    """Blocks per segment.  SYMV: the longest walk cut into shares of about
-    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all.
-    GEMV (``setting`` and ``tile_bytes`` given): see the constants above."""
+def choose_parts(routine: str, segments: int, walk: int, sms: int) -> int:
+    """SYMV/HEMV's blocks per segment: the longest walk cut into shares of about
+    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all."""
+    if walk <= 1:
+        return 1
+    by_work = -(-walk // _TILES_PER_BLOCK[routine])
+    by_fill = -(-_BLOCKS_PER_SM * sms // max(segments, 1))
+    return max(1, min(walk, max(by_work, by_fill)))
+
+
+def choose_gemv_parts(setting: KblasSetting, dtype, trans: bool, segments: int, walk: int, sms: int) -> int:
+    """GEMV's blocks per segment (tall tiles; see the constants above): N, one wave
+    of _GEMV_N_BLOCKS_PER_SM blocks an SM; T, _GEMV_T_BLOCK_BYTES of A a block and
+    at least _GEMV_T_THREADS_PER_SM threads an SM."""
     if walk <= 1:
         return 1
     segments = max(segments, 1)
-    if routine == "gemv" and setting is not None and tile_bytes:
-        if not trans:
-            return max(1, min(walk, round(_GEMV_N_BLOCKS_PER_SM * sms / segments)))
-        by_work = -(-walk // max(1, _GEMV_T_BLOCK_BYTES // tile_bytes))
-        per_sm = max(1, _GEMV_T_THREADS_PER_SM // setting.threads)
-    else:
-        by_work = -(-walk // _TILES_PER_BLOCK[routine])
-        per_sm = _BLOCKS_PER_SM
-    by_fill = -(-per_sm * sms // segments)
+    if not trans:
+        return max(1, min(walk, round(_GEMV_N_BLOCKS_PER_SM * sms / segments)))
+    by_work = -(-walk // max(1, _GEMV_T_BLOCK_BYTES // setting.tall_tile_bytes(dtype)))
+    by_fill = -(-max(1, _GEMV_T_THREADS_PER_SM // setting.threads) * sms // segments)
     return max(1, min(walk, max(by_work, by_fill)))
 
 
