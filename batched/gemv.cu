@@ -2,6 +2,7 @@
 // One kernel body for the three layouts (the MatA / Vec accessors of layouts.cuh).
 #include "common.cuh"
 #include "gemv.cuh"
+#include "kblas.cuh"
 #include "layouts.cuh"
 #include "stage.cuh"
 
@@ -119,5 +120,49 @@ gemv_staged_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alph
       bdf::gemv_n<T, DIM_X, DIM_Y>(g, m, n, s, m, s + m * n, 1, conj, nullptr, store);
     }
     g.sync();  // the next iteration copies into the buffer just read
+  }
+}
+
+// Tall-tile GEMV for large matrices (128 and more rows or columns): the KBLAS
+// single-matrix kernels' segments (kblas.cuh, kblas_gemv_n_segment /
+// kblas_gemv_t_segment), one block a segment.  A warp reads 32 V consecutive
+// elements of each of its columns per tile (1 KiB for double; a big-tile group
+// reads 256 bytes), 16 bytes a lane where the matrix is aligned for it; each
+// matrix gets its own 128-byte row origin.  Work item = (matrix b, segment t):
+// `tiles` segments per matrix for the largest matrix (and origin) of the batch;
+// a matrix with fewer skips the rest.
+template <class MatA, class Vec, int NB, int Q, bool TRANS>
+__global__ void __launch_bounds__(NB * Q)
+gemv_tall_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
+                 typename MatA::value_type beta, int flags, long long count, int tiles) {
+  using T = typename MatA::value_type;
+  constexpr int R = bdf::KblasTallShape<T, NB, Q>::R;
+  __shared__ bdf::KblasGemvShared<T, NB, Q> sh;
+  const bool conj = flags & GEMV_CONJ, read_y = flags & GEMV_READ_Y;
+  const long long items = count * tiles;
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const long long b = item / tiles;
+    const int seg = int(item - b * tiles);
+    const int m = A.rows(b), n = A.cols(b);
+    const T* a = A.matrix(b);
+    const long long lda = A.ldim(b);
+    const int shift = bdf::kblas_row_shift(a);
+    const int segs = TRANS ? bdf::TileRange{n, 0}.count<NB>() : bdf::TileRange{m, shift}.count<R>();
+    if (seg >= segs) continue;  // uniform over the block
+    const bdf::KblasOutput<T> o{out.vector(b), out.inc, read_y ? y.vector(b) : nullptr, y.inc, alpha, beta, read_y};
+    if (flags & GEMV_SKIP_PRODUCT) {  // alpha == 0 or an empty inner dimension: A and x unread
+      const int first = TRANS ? seg * NB : bdf::TileRange{m, shift}.start<R>(seg);
+      const int len = TRANS ? n : m;
+      for (int r = threadIdx.x; r < (TRANS ? NB : R); r += blockDim.x)
+        if (first + r >= 0 && first + r < len) o.store(first + r, T(0));
+      continue;
+    }
+    const bool vec = bdf::kblas_vector_loads(a, lda, shift);
+    if (TRANS)
+      bdf::kblas_gemv_t_segment<T, NB, Q>(sh, a, lda, m, n, shift, x.vector(b), x.inc, vec, conj, seg, 0, 1,
+                                          nullptr, nullptr, o);
+    else
+      bdf::kblas_gemv_n_segment<T, NB, Q>(sh, a, lda, m, n, shift, x.vector(b), x.inc, vec, conj, seg, 0, 1,
+                                          nullptr, nullptr, o);
   }
 }

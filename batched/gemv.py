@@ -24,7 +24,7 @@ _CONJ, _READ_Y, _SKIP_PRODUCT = 1, 2, 4
 
 def kernel_name(layout: str, dtype, setting: GemvSetting, trans: bool) -> str:
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    kernel = "gemv_staged_kernel" if setting.staged else "gemv_kernel"
+    kernel = "gemv_staged_kernel" if setting.staged else "gemv_tall_kernel" if setting.tall else "gemv_kernel"
     return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
             f"{setting.template_args()}, {'true' if trans else 'false'}>")
 
@@ -34,21 +34,28 @@ def stage_capacity(matrix_elements: int, inner: int) -> int:
     return matrix_elements + inner
 
 
-def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, outputs, capacity):
+def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, outputs, capacity,
+            aligned=False):
     """Launch on the current stream; ``operands`` are the A, x, y and out accessors.
     Returns (kernel, grid, block, shared memory, args) for a plan.
 
-    ``outputs``: the longest output (classic tiling); ``capacity``: the largest
-    stage_capacity of the batch.  A staged setting whose buffers would not fit
-    shared memory runs its unstaged twin (same threads, operands read from
-    global memory), so any setting can be forced on any shape.
+    ``outputs``: the longest output (classic and tall tiling); ``capacity``: the
+    largest stage_capacity of the batch; ``aligned``: every matrix starts at a
+    multiple of 128 bytes (tall tiles then need no extra row tile).  A staged
+    setting whose buffers would not fit shared memory runs its unstaged twin
+    (same threads, operands read from global memory), so any setting can be
+    forced on any shape.
     """
     itemsize = np.dtype(dtype).itemsize
     if setting.staged and not stage_fits(capacity, itemsize):
         setting = setting.unstaged()  # the same threads, reading global memory
     kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, trans))
     tail = (alpha, beta, np.int32(flags), np.int64(count))
-    if not setting.staged:
+    if setting.tall:  # a block per (matrix, segment)
+        tiles = setting.tall_segments(outputs, trans, itemsize, aligned)
+        grid, block, smem = ln.grid_for(count * tiles, 1), setting.block_threads, 0
+        args = (*operands, *tail, np.int32(tiles))
+    elif not setting.staged:
         tiles = setting.tiles(outputs)
         grid, block, smem = ln.grid_for(count * tiles, setting.groups_per_block), setting.block_threads, 0
         args = (*operands, *tail, np.int32(tiles))
@@ -170,7 +177,8 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
             "UniformVector", 0, 0, 0)
         launched = _launch("uniform", dtype, setting, trans,
                            (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), vec(xv), vec(yv),
-                            vec(ov)), alpha, beta, flags, count, rows, capacity)
+                            vec(ov)), alpha, beta, flags, count, rows, capacity,
+                           aligned=a.base % 128 == 0 and (count == 1 or a.stride * dtype.itemsize % 128 == 0))
         if target is out or out is None:
             plans.record(key, *launched, (A, x, y, target), (4, 5), shape, dtype)
     if out is not None and target is not out:

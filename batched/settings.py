@@ -16,6 +16,10 @@ from pathlib import Path
 
 
 
+def _itemsize(dtype) -> int:
+    return {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}[str(dtype)]
+
+
 def _pow2_at_least(v: int, lo: int, hi: int) -> int:
     p = lo
     while p < v and p < hi:
@@ -31,12 +35,19 @@ class GemvSetting:
     first (cp.async, two buffers per group), for small matrices; groups of at
     most 32 threads, and the launcher picks the block size from the shared
     memory a matrix needs (``stage_groups_per_block``).
+
+    ``tall``: large matrices in the KBLAS kernels' tall tiles
+    (``device_functions/kblas.cuh``), ``dim_x`` = nb columns a tile and
+    ``dim_y`` = Q: a block of nb * Q threads per segment of a matrix (a row
+    tile of R = 32 V rows for the view's 'N', nb columns for 'T'), each warp
+    reading 32 V consecutive elements of a column per tile.
     """
 
     dim_x: int
     dim_y: int
     tile: int = 0
     staged: bool = False
+    tall: bool = False
 
     @property
     def big_tile(self) -> bool:
@@ -48,7 +59,21 @@ class GemvSetting:
 
     @property
     def block_threads(self) -> int:  # gemv_block_threads() in batched/gemv.cu
-        return self.group_threads if self.group_threads > 32 else 256
+        return self.group_threads if self.group_threads > 32 or self.tall else 256
+
+    def tall_rows(self, itemsize: int) -> int:
+        """R, the rows of a tall tile (KblasTallShape in kblas.cuh)."""
+        return 32 * min(32 // itemsize, self.dim_y)
+
+    def tall_segments(self, outputs: int, trans: bool, itemsize: int, aligned: bool) -> int:
+        """Blocks a tall setting gives a matrix of ``outputs`` results: its block
+        columns ('T') or row tiles ('N'); the rows start at the 128-byte row
+        origin of the matrix's address, which only ``aligned`` (every matrix at a
+        multiple of 128 bytes) makes 0 for sure."""
+        if trans:
+            return -(-outputs // self.dim_x)
+        origin = 0 if aligned else 128 // itemsize - 1
+        return -(-(outputs + origin) // self.tall_rows(itemsize))
 
     @property
     def groups_per_block(self) -> int:
@@ -73,12 +98,13 @@ class GemvSetting:
         return max(1, min(256 // self.group_threads, STAGE_BLOCK_BYTES // per_group))
 
     def template_args(self) -> str:
-        if self.staged:
+        if self.staged or self.tall:
             return f"{self.dim_x}, {self.dim_y}"
         return f"{self.dim_x}, {self.dim_y}, {self.tile}"
 
     def __str__(self) -> str:
-        kind = "staged" if self.staged else "big" if self.big_tile else f"tile{self.tile}"
+        kind = ("staged" if self.staged else "tall" if self.tall else "big" if self.big_tile
+                else f"tile{self.tile}")
         return f"gemv{self.dim_x}x{self.dim_y}{kind}"
 
 
@@ -175,6 +201,8 @@ GEMV_SETTINGS = (
     GemvSetting(4, 1, staged=True), GemvSetting(8, 1, staged=True),
     GemvSetting(4, 8, staged=True), GemvSetting(8, 4, staged=True),
     GemvSetting(16, 2, staged=True), GemvSetting(32, 1, staged=True),
+    # Large matrices: KBLAS tall tiles, a block per segment.
+    GemvSetting(32, 4, tall=True), GemvSetting(64, 4, tall=True),
 )
 
 # The settings the GEMM chooser names (all registered below).
@@ -219,6 +247,7 @@ GEMV_TABLE = _load_gemv_table()
 
 # A batch with this many elements is in the measured regime even with few matrices.
 TABLE_MIN_ELEMENTS = 1 << 22
+TALL_MIN_SIDE = 64
 
 
 def _nearest(entries, rows: int, cols: int):
@@ -260,6 +289,14 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     """
     if count >= 8 * multiprocessors or count * max(rows, 1) * max(cols, 1) >= TABLE_MIN_ELEMENTS:
         setting = table_gemv_setting(str(dtype), trans, rows, cols)
+        # Tall tiles (128-256 rows by 32-64 columns) won the sweep from 64 x 64 up; a
+        # matrix narrower than 64 either way would leave most of a tile's lanes or
+        # warps masked, and a few matrices (a block a segment) too few blocks to
+        # fill the GPU: those take the rules below.
+        if setting is not None and setting.tall and (
+                min(rows, cols) < TALL_MIN_SIDE or count * setting.tall_segments(
+                    cols if trans else rows, trans, _itemsize(dtype), True) < 2 * multiprocessors):
+            setting = None
         if setting is not None:
             return setting if stageable or not setting.staged else setting.unstaged()
     if not trans and rows <= 32:  # a thread per output row, columns looped: no reduction

@@ -458,6 +458,8 @@ def parse_args(argv, description: str, sweep: bool = True):
     p.add_argument("--dry-run", action="store_true", help="print the cases; no GPU needed")
     p.add_argument("--dtype", action="append", help="only these dtypes (repeatable)")
     p.add_argument("--layout", action="append", help="only these layouts (repeatable)")
+    p.add_argument("--size", action="append", type=int,
+                   help="only cases whose largest of m, n is this (repeatable)")
     p.add_argument("--results-dir", type=Path, default=None,
                    help=f"where <gpu>/<routine>.json goes (default {RESULTS})")
     args = p.parse_args(argv)
@@ -468,7 +470,8 @@ def parse_args(argv, description: str, sweep: bool = True):
 
 def select(cases, args):
     return [c for c in cases if (not args.dtype or c.dtype in args.dtype)
-            and (not args.layout or c.layout in args.layout)]
+            and (not args.layout or c.layout in args.layout)
+            and (not getattr(args, "size", None) or max(c.m, c.n) in args.size)]
 
 
 def dry_run(routine: str, cases, traffic_fn=traffic) -> list:

@@ -382,6 +382,103 @@ __device__ void kblas_finish_segment(const T* red, int seg, int first, int len, 
   __syncthreads();
 }
 
+// --- GEMV: one segment's whole work, for the single-matrix kernels and the batched tall setting ---
+//
+// kblas_gemv_n_segment / kblas_gemv_t_segment: part `part` of `parts` of one
+// segment of out = alpha * op(A) x + beta * y for a column-major m x n matrix
+// (A: op = A or conj(A) by `conj`; T: op = A^T or A^H), walked in tall tiles
+// (KblasTallShape) with row origin `shift`, then combined and stored by
+// kblas_finish_segment.  N: segment `seg` is row tile seg (R rows) walking right
+// over its share of the NB-column tiles; T: block column seg (NB columns)
+// walking down its share of the row tiles.  batched/kblas/kblas_gemv.cu runs one
+// matrix with several parts a segment; batched/gemv.cu a batch, one part each.
+// Threads:  the whole NB x Q block, with the same arguments.
+// Shared:   `sh` (the kernel's __shared__ KblasGemvShared); undefined on exit.
+// Sync:     ends after a barrier, so a block may run the next segment at once.
+// Memory:   A, x read-only, only inside the matrix; y read only when o.read_y;
+//           work / counters as kblas_finish_segment (unused when parts == 1).
+// Failure:  none; NaN/Inf in the elements read propagate.
+template <typename T, int NB, int Q> struct KblasGemvShared {
+  using S = KblasTallShape<T, NB, Q>;
+  // N: the warps' row partials (W slices of R) and their sum; T: the NB column sums.
+  alignas(16) unsigned char scratch[S::W * S::R * sizeof(T)];
+  alignas(16) unsigned char red[(S::R > NB ? S::R : NB) * sizeof(T)];
+  int flag;
+};
+
+// Whether the tall tiles of a column-major matrix at `A` (row origin `shift`) may
+// load 16 bytes at a time: every column's element -shift 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ bool kblas_vector_loads(const T* A, long long lda, int shift) {
+  return (reinterpret_cast<unsigned long long>(A - shift) % 16) == 0 && (lda * (long long)sizeof(T)) % 16 == 0;
+}
+
+// The row origin that aligns every warp's reads of A's columns to 128 bytes (0 when
+// A is not aligned to its element size, which only a reinterpreted buffer can be).
+template <typename T> __device__ __forceinline__ int kblas_row_shift(const T* A) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(A);
+  return a % sizeof(T) == 0 ? int((a % 128) / sizeof(T)) : 0;
+}
+
+template <typename T, int NB, int Q>
+__device__ __forceinline__ void kblas_gemv_n_segment(KblasGemvShared<T, NB, Q>& sh, const T* __restrict__ A,
+                                                     long long lda, int m, int n, int shift,
+                                                     const T* __restrict__ x, long long incx, bool vec, bool conj,
+                                                     int seg, int part, int parts, T* work, int* counters,
+                                                     const KblasOutput<T>& o) {
+  using S = KblasTallShape<T, NB, Q>;
+  constexpr int V = S::V, R = S::R, W = S::W;
+  T* scratch = reinterpret_cast<T*>(sh.scratch);
+  T* red = reinterpret_cast<T*>(sh.red);
+  const TileRange rows{m, shift};
+  int t0, t1;
+  split_share(TileRange{n, 0}.count<NB>(), parts, part, t0, t1);
+  T acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = T(0);
+  if (rows.edge<R>(seg))
+    kblas_tall_walk_right<T, NB, Q, true>(A, lda, rows, n, seg, t0, t1, x, incx, vec, conj, acc);
+  else
+    kblas_tall_walk_right<T, NB, Q, false>(A, lda, rows, n, seg, t0, t1, x, incx, vec, conj, acc);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < V; ++k) scratch[warp * R + lane * V + k] = acc[k];
+  kblas_sum_slices<T, R, W>(scratch, red);
+  kblas_finish_segment<T, R>(red, seg, rows.start<R>(seg), m, part, parts, work,
+                             (long long)rows.count<R>() * R, counters, &sh.flag, o);
+}
+
+template <typename T, int NB, int Q>
+__device__ __forceinline__ void kblas_gemv_t_segment(KblasGemvShared<T, NB, Q>& sh, const T* __restrict__ A,
+                                                     long long lda, int m, int n, int shift,
+                                                     const T* __restrict__ x, long long incx, bool vec, bool conj,
+                                                     int seg, int part, int parts, T* work, int* counters,
+                                                     const KblasOutput<T>& o) {
+  using S = KblasTallShape<T, NB, Q>;
+  constexpr int C = S::C;
+  T* red = reinterpret_cast<T*>(sh.red);
+  const TileRange rows{m, shift};
+  int t0, t1;
+  split_share(rows.count<S::R>(), parts, part, t0, t1);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col0 = seg * NB + warp * C;
+  long long col_offset[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) col_offset[c] = (long long)min(col0 + c, n - 1) * lda;  // past n: never stored
+  T acc[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) acc[c] = T(0);
+  kblas_tall_walk<T, NB, Q>(A, rows, col_offset, t0, t1, x, incx, vec, conj, acc);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const T s = butterfly_sum<1, 32>(acc[c], 0xffffffffu);
+    if (lane == 0) red[warp * C + c] = s;
+  }
+  __syncthreads();
+  kblas_finish_segment<T, NB>(red, seg, seg * NB, n, part, parts, work,
+                              (long long)TileRange{n, 0}.count<NB>() * NB, counters, &sh.flag, o);
+}
+
 // --- SYMV / HEMV: one body per stage for the single-GPU and the multi-GPU kernels ---------
 //
 // A symmetric (Hermitian) matrix of order n, one triangle stored.  The kernel reads

@@ -101,6 +101,16 @@ def test_gemv_chooser_puts_small_matrices_in_sub_warp_groups():
     assert s.group_threads <= 32
 
 
+def test_gemv_chooser_takes_tall_tiles_only_where_they_fill_their_tiles_and_the_gpu():
+    assert choose_gemv_setting(512, 512, False, 10**4, 132, False, "float64").tall
+    assert choose_gemv_setting(512, 512, True, 10**4, 132, False, "float32").tall
+    for rows, cols in ((40, 300), (300, 40), (512, 8)):  # most lanes or warps of a tile masked
+        for trans in (False, True):
+            assert not choose_gemv_setting(rows, cols, trans, 10**5, 132, False, "float64").tall
+    # four 2048 x 2048 matrices: 64 row tiles ('N') for 132 SMs
+    assert not choose_gemv_setting(2048, 2048, False, 4, 132, False, "float64").tall
+
+
 EDGE_SIZES = (0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 513)
 COUNTS = (1, 10, 1000, 10**6)
 SMS = (1, 16, 132)

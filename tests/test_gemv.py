@@ -239,6 +239,45 @@ def check_members(results, As, xs, ys, alpha, beta, trans):
         assert ratio < THRESHOLD, f"member {i} ({a.shape}): error ratio {ratio}"
 
 
+TALL_SETTINGS = [s for s in bt.GEMV_SETTINGS if s.tall]
+
+
+@pytest.mark.parametrize("setting", [*TALL_SETTINGS, None], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("trans", "NTC")
+@pytest.mark.parametrize("shape", [(300, 129), (129, 300), (520, 64)], ids=str)
+def test_gemv_tall_tiles_on_large_views(xp, setting, dtype, trans, shape):
+    """Matrices past a tall tile (R = 128-256 rows) in every memory layout: the
+    tiles' unchecked interior, their 16-byte loads, and each matrix's own 128-byte
+    row origin (views at element offsets; list members at different offsets)."""
+    rng = rng_for("tall", str(dtype), trans, shape)
+    A = random_array(rng, (3, *shape), dtype)
+    rows, inner = op_rows(shape, trans)
+    x = random_array(rng, (3, inner), dtype)
+    y = random_array(rng, (3, rows), dtype)
+    alpha = 0.5 - 1j if np.dtype(dtype).kind == "c" else 0.5
+    for layout in ("C", "F", "sub_F", "rows_sliced"):
+        Ad = arrange(xp, A, layout)
+        out = nan_like_out(xp, (3, rows), dtype)
+        result = bt.gemv(Ad, to_xp(xp, x), arrange(xp, y, "strided", core=1), alpha=alpha, beta=-2.0,
+                         trans=trans, out=out, setting=setting)
+        ratio = gemv_error_ratio(to_np(result), A, x, y, alpha, -2.0, trans)
+        assert ratio < THRESHOLD, f"{layout}: error ratio {ratio}"
+    # A list whose members sit at element offsets 0, 1, 3 of one buffer (F order):
+    # three different row origins in one launch.
+    size = shape[0] * shape[1]
+    flat = to_xp(xp, np.full(3 * size + 8, np.nan, dtype=dtype))
+    members = []
+    for i, offset in enumerate((0, 1, 3)):
+        start = i * size + offset
+        view = flat[start:start + size].reshape(shape[::-1]).T
+        view[...] = to_xp(xp, A[i])
+        members.append(view)
+    outs = [nan_like_out(xp, (rows,), dtype) for _ in range(3)]
+    results = bt.gemv(members, to_xp(xp, list(x)), trans=trans, out=outs, setting=setting)
+    check_members(results, list(A), list(x), None, 1.0, 0.0, trans)
+
+
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("trans", "NTC")

@@ -59,6 +59,17 @@ def section_blas():
                 x = rand((5, 17 if trans == "N" else 33), dtype)
                 bt.gemv(A, x, trans=trans, setting=s)
                 checks += 1
+        # Tall tiles past their edges: unchecked interiors and 16-byte loads, C and F
+        # views one element into their buffers, list members at other offsets.
+        big = rand((2, 300, 131), dtype)
+        for s in (s for s in bt.GEMV_SETTINGS if s.tall):
+            for view in (big, big.swapaxes(-1, -2)):
+                for trans in "NT":
+                    x = rand((2, view.shape[-1] if trans == "N" else view.shape[-2]), dtype)
+                    y = cp.empty((2, view.shape[-2] if trans == "N" else view.shape[-1]), dtype)
+                    bt.gemv(view, x, y, beta=0.0, trans=trans, setting=s)
+                    bt.gemv([view[0], rand(view.shape[1:], dtype, offset=3)], x, trans=trans, setting=s)
+                    checks += 2
         for s in bt.GEMM_SETTINGS:
             bt.gemm(A, rand((5, 17, 70), dtype), setting=s)
             checks += 1

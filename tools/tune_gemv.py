@@ -38,8 +38,9 @@ def table(document) -> dict:
     for (dtype, trans, rows, cols), times in sorted(pooled.items()):
         best = min(times, key=times.get)
         entries.append({"dtype": dtype, "trans": trans, "rows": rows, "cols": cols, "setting": best})
-    return {"source": f"bench/gemv.py --sweep on {document['gpu']} ({document['date']})",
-            "entries": entries}
+    source = f"bench/gemv.py --sweep on {document['gpu']} ({document['date']})"
+    merged = document.get("meta", {}).get("merged")  # rows re-measured later and merged in
+    return {"source": f"{source}; {merged}" if merged else source, "entries": entries}
 
 
 if __name__ == "__main__":
