@@ -202,7 +202,7 @@ GEMV_SETTINGS = (
     GemvSetting(4, 8, staged=True), GemvSetting(8, 4, staged=True),
     GemvSetting(16, 2, staged=True), GemvSetting(32, 1, staged=True),
     # Large matrices: KBLAS tall tiles, a block per segment.
-    GemvSetting(32, 4, tall=True), GemvSetting(64, 4, tall=True),
+    GemvSetting(32, 4, tall=True), GemvSetting(64, 4, tall=True), GemvSetting(64, 2, tall=True),
 )
 
 # The settings the GEMM chooser names (all registered below).

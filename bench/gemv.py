@@ -14,7 +14,7 @@ Cases (all alpha = 1, beta = 0, as the peers compute y = op(A) x):
   matrices as fit 256 MiB (at most 2 million); bytes count what is touched.
   Its peers run on a zero-padded (batch, 64, 64) stack (a loop over the
   matrices would be far slower), as the row's ``peer_note`` says.
-- complex ZGEMV/CGEMV at 8x8 and 32x32, uniform.
+- complex ZGEMV/CGEMV at 8 to 512, uniform.
 
 Peers: ``cupy`` = cupy.matmul(op(A), x[..., None]) (cuBLAS strided batched
 GEMM), ``torch`` = torch.bmm on tensors sharing the CuPy memory (left out
@@ -39,6 +39,7 @@ from bench.harness import MIB, Case, NotApplicable, Operands  # noqa: E402
 
 SQUARE = (4, 8, 16, 32, 64, 128, 256, 512)
 FEM = ((81, 8), (8, 81))
+COMPLEX_SQUARE = (8, 32, 64, 128, 512)
 POINTER_SHAPES = ((8, 8), (32, 32), (81, 8))
 POINTER_BYTES = 128 * MIB   # > 2x L2, so one input set; see the module docstring
 VARIABLE_MAX = 64
@@ -79,7 +80,7 @@ def all_cases() -> list[Case]:
             cases.append(variable_case(dtype, trans))
     for dtype in ("complex128", "complex64"):
         for trans in "NT":
-            for s in (8, 32):
+            for s in COMPLEX_SQUARE:
                 cases.append(uniform_case(dtype, "uniform", trans, s, s))
     return cases
 

@@ -148,6 +148,9 @@ template <typename T, int NB, int Q> struct KblasTallShape {
   // Elements per vector load (at most 16 bytes).
   static constexpr int VW = V < 16 / int(sizeof(T)) ? V : (16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1);
   static_assert(NB * Q % 32 == 0 && NB % W == 0, "a warp owns whole columns");
+  // GEMV-N sums and stores a row tile with a thread per row (kblas_sum_slices,
+  // kblas_finish_segment): e.g. 16 x 4 threads would leave half of R = 128 double rows out.
+  static_assert(NB * Q >= R, "a thread for each row of a tile");
 };
 
 // N elements p[0 .. N) in one load of N * sizeof(T) bytes (4, 8 or 16); p aligned to it.

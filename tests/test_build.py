@@ -164,6 +164,9 @@ def test_gemv_setting_block_shape(setting):
     assert setting.block_threads <= 1024
     assert setting.groups_per_block >= 1
     assert setting.tiles(0) >= 1 and setting.tiles(1000) >= 1
+    if setting.tall:  # the N kernel sums and stores a tile's rows a thread each (kblas.cuh)
+        for itemsize in (4, 8, 16):
+            assert setting.block_threads >= setting.tall_rows(itemsize)
 
 
 @pytest.mark.parametrize("setting", [s for s in batched.GEMV_SETTINGS if s.staged], ids=str)
