@@ -180,6 +180,25 @@ def elem_strides(arr):
     return tuple(out)
 
 
+def exactly_zero(a, xp):
+    """``a == 0`` elementwise, with subnormal numbers not zero on the GPU too.
+
+    CuPy compiles its elementwise kernels with -ftz=true, so there a float32
+    subnormal such as 7.5e-39 compares equal to 0; LAPACK's singularity checks
+    (a diagonal entry exactly zero) must not see it so.  The sign-cleared bits
+    of the value are zero exactly for +0 and -0.
+    """
+    if xp is np:
+        return a == 0
+    a = xp.ascontiguousarray(a)
+    real = a.real.dtype if a.dtype.kind == "c" else a.dtype
+    bits = a.view(np.uint32 if real.itemsize == 4 else np.uint64)
+    zero = (bits & bits.dtype.type(2 ** (8 * real.itemsize - 1) - 1)) == 0  # a scalar: CuPy takes no NumPy array
+    if a.dtype.kind == "c":  # real and imaginary parts side by side
+        zero = zero.reshape(*a.shape, 2).all(axis=-1)
+    return zero
+
+
 def op_transposes(op: str) -> bool:
     return op in ("T", "C")
 

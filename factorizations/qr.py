@@ -717,7 +717,7 @@ def _factor_cupy(xp, A, Bm, batch, dtype, overwrite_a, overwrite_b, setting):
     if Bm is not None and nrhs == 0:  # nothing to solve; LAPACK's info still names a zero diagonal
         _launch_factor("uniform", dtype, setting or choose_qr_setting(m, n, 0, dtype.itemsize, sv.smem_limit()),
                        m, n, 0, count, qs, qs, ts, None)
-        zero = xp.diagonal(QR[..., :n, :n], axis1=-2, axis2=-1) == 0
+        zero = ar.exactly_zero(xp.diagonal(QR[..., :n, :n], axis1=-2, axis2=-1), xp)
         info[...] = xp.where(zero.any(axis=-1), zero.argmax(axis=-1) + 1, 0)
         return QR, tau, Bw, info
     setting = setting or choose_qr_setting(m, n, nrhs, dtype.itemsize, sv.smem_limit())

@@ -282,7 +282,7 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
     a = matrix_operand(A, batch, xp)
     if k == 0:  # nothing to solve, but LAPACK still reports a zero diagonal
         if check and not unit:
-            zero = xp.diagonal(xp.broadcast_to(A, (*batch, n, n)), axis1=-2, axis2=-1) == 0
+            zero = ar.exactly_zero(xp.diagonal(xp.broadcast_to(A, (*batch, n, n)), axis1=-2, axis2=-1), xp)
             info[...] = xp.where(zero.any(axis=-1), zero.argmax(axis=-1) + 1, 0)
         return X, info
     b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
@@ -352,7 +352,7 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
         _launch(batch.layout, dtype, setting, n_max, count, k, args)
     elif count and check and k == 0 and not unit:
         for i, a in enumerate(batch.arrays_user):
-            zero = xp.diagonal(a) == 0
+            zero = ar.exactly_zero(xp.diagonal(a), xp)
             info[i] = xp.where(zero.any(), zero.argmax() + 1, 0) if a.shape[0] else 0
     del keep
     if members is None:

@@ -206,6 +206,24 @@ def test_gels_normal_equation_residual(xp, setting, data):
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+def test_geqrf_keeps_a_subnormal_diagonal(xp, setting):
+    """R's last diagonal of this underflow-scaled random 65 x 65 float32 matrix is
+    7.5e-39, below float32's smallest normal number; LAPACK's sgeqrf keeps it.  A
+    design that flushes it to zero makes R singular (gels then reports info = 65:
+    found by test_gels_normal_equation_residual on the H100, 2026-11-25)."""
+    gpu_only_setting(xp, setting)
+    A = matrices(np.random.default_rng(65), (), 65, 65, np.float32, "ufl")
+    ref = scipy.linalg.lapack.sgeqrf(A)[0][64, 64]
+    assert 0 < abs(ref) < np.finfo(np.float32).tiny
+    h, _, info = geqrf(arrange(xp, A, "C"), setting=setting)
+    got = to_np(h)[64, 64]
+    assert not np.any(to_np(info)) and got != 0, f"R[64, 64] = {got}, LAPACK {ref}"
+    # GELS without right-hand sides checks R's diagonal outside the kernels
+    _, _, info = gels(arrange(xp, A, "C"), to_xp(xp, np.zeros((65, 0), np.float32)), setting=setting)
+    assert not np.any(to_np(info))
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=str)
 @pytest.mark.parametrize("shape", [(1, 1), (5, 3), (3, 5), (8, 8), (17, 9), (33, 40), (70, 40)])
 def test_geqrf_equals_lapack(xp, setting, dtype, shape):

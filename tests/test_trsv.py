@@ -274,6 +274,20 @@ def test_empty_batches_and_sizes(xp):
     np.testing.assert_array_equal(to_np(info), [1, 0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64], ids=str)
+def test_subnormal_diagonal_is_not_zero_without_right_hand_sides(xp, dtype):
+    """k == 0 checks the diagonal outside the kernels; a subnormal entry is not zero
+    (CuPy's own comparison kernels flush float32 subnormals to zero)."""
+    tiny = np.finfo(np.dtype(dtype).type(0).real.dtype).tiny / 16
+    A = np.stack([np.eye(3, dtype=dtype)] * 2)
+    A[1, 2, 2] = tiny
+    _, info = bt.solve_triangular(to_xp(xp, A), to_xp(xp, np.ones((2, 3, 0), dtype)), check=False)
+    np.testing.assert_array_equal(to_np(info), [0, 0])
+    infos = [bt.solve_triangular([to_xp(xp, a) for a in A], [to_xp(xp, np.ones((3, 0), dtype))] * 2,
+                                 check=False)[1]]
+    np.testing.assert_array_equal(to_np(infos[0]), [0, 0])
+
+
 # --- pointer arrays and variable sizes ---------------------------------------------------
 
 
