@@ -13,11 +13,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 
 
-
-def _itemsize(dtype) -> int:
-    return {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}[str(dtype)]
+def tall_tile_rows(itemsize: int, q: int) -> int:
+    """R, the rows of a GEMV tall tile for the setting's Q (KblasTallShape in
+    kblas.cuh): 32 lanes of V = min(32 bytes / itemsize, q) consecutive rows each.
+    The batched tall setting and batched.kblas's GEMV share it."""
+    return 32 * min(32 // itemsize, q)
 
 
 def _pow2_at_least(v: int, lo: int, hi: int) -> int:
@@ -63,7 +66,7 @@ class GemvSetting:
 
     def tall_rows(self, itemsize: int) -> int:
         """R, the rows of a tall tile (KblasTallShape in kblas.cuh)."""
-        return 32 * min(32 // itemsize, self.dim_y)
+        return tall_tile_rows(itemsize, self.dim_y)
 
     def tall_segments(self, outputs: int, trans: bool, itemsize: int, aligned: bool) -> int:
         """Blocks a tall setting gives a matrix of ``outputs`` results: its block
@@ -295,7 +298,7 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
         # fill the GPU: those take the rules below.
         if setting is not None and setting.tall and (
                 min(rows, cols) < TALL_MIN_SIDE or count * setting.tall_segments(
-                    cols if trans else rows, trans, _itemsize(dtype), True) < 2 * multiprocessors):
+                    cols if trans else rows, trans, np.dtype(dtype).itemsize, True) < 2 * multiprocessors):
             setting = None
         if setting is not None:
             return setting if stageable or not setting.staged else setting.unstaged()

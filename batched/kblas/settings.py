@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..settings import tall_tile_rows
+
 ROUTINES = ("gemv", "symv")  # hemv runs the symv kernels with a flag
 STATIC_SHARED_LIMIT = 48 * 1024
 REGISTERS_PER_SM = 65536
@@ -63,9 +65,8 @@ class KblasSetting:
         return self.nb % 32 == 0 and self.nb % self.q == 0 and self.threads <= 1024
 
     def tall_rows(self, dtype) -> int:
-        """Rows of GEMV's tall tile (kblas.cuh, KblasTallShape): 32 lanes of
-        V = min(32 bytes / itemsize, q) consecutive rows each."""
-        return 32 * min(32 // np.dtype(dtype).itemsize, self.q)
+        """Rows of GEMV's tall tile (kblas.cuh, KblasTallShape)."""
+        return tall_tile_rows(np.dtype(dtype).itemsize, self.q)
 
     def tall_tile_bytes(self, dtype) -> int:
         """Bytes of A in one of GEMV's tall tiles (tall_rows x nb)."""
