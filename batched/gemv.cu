@@ -5,6 +5,7 @@
 #include "kblas.cuh"
 #include "layouts.cuh"
 #include "stage.cuh"
+#include "vector.cuh"
 
 // Launch flags (uniform over a launch).
 #define GEMV_CONJ 1          // op(A) conjugates
@@ -13,6 +14,16 @@
 
 // Sub-warp groups pack several matrices into one 256-thread block.
 __host__ __device__ constexpr int gemv_block_threads(int group) { return group > 32 ? group : 256; }
+// Blocks of sub-warp groups an SM must hold at once, which caps their registers.
+// Real pointer and variable batches: 4 (64 registers); uncapped, their
+// per-matrix address and shape loads took 75-80 registers, 3 blocks an SM (H100,
+// 8 x 8 float64 pointer batch: 129 against 147 us).  0 (ptxas's own choice)
+// otherwise: stacked matrices take 40-64 registers, which their tuning table
+// was measured with, and complex ones would spill under the cap.
+template <class MatA> __host__ __device__ constexpr int gemv_min_blocks(int group) {
+  using T = typename MatA::value_type;
+  return group > 32 || bdf::is_uniform_matrix<MatA>::value || bdf::is_complex_v<T> ? 0 : 4;
+}
 
 template <typename T> struct GemvStore {
   T alpha, beta;
@@ -30,7 +41,7 @@ template <typename T> struct GemvStore {
 // the whole output, the big-tile setting).  tiles = tiles per matrix for the
 // largest output length of the batch.
 template <class MatA, class Vec, int DIM_X, int DIM_Y, int TILE, bool TRANS>
-__global__ void __launch_bounds__(gemv_block_threads(DIM_X * DIM_Y))
+__global__ void __launch_bounds__(gemv_block_threads(DIM_X * DIM_Y), gemv_min_blocks<MatA>(DIM_X * DIM_Y))
 gemv_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
             typename MatA::value_type beta, int flags, long long count, int tiles) {
   using T = typename MatA::value_type;

@@ -249,7 +249,7 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
         vr, vc = batch.view_dims_typical if variable else batch.view_dims_max
         setting = setting or choose_gemv_setting(vr, vc, trans, count, multiprocessor_count(),
                                                  not variable and stage_fits(capacity, dtype.itemsize),
-                                                 dtype.name)
+                                                 dtype.name, batch.layout)
         _launch(batch.layout, dtype, setting, trans,
                 (batch.struct(), xs.struct(), ys.struct() if read_y else ln.pack("PointerVector", 0, 0, 0),
                  result.struct()), alpha, beta, flags, count, max_rows, capacity)

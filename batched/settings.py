@@ -234,12 +234,14 @@ def stage_fits(capacity: int, itemsize: int) -> bool:
 
 
 def _load_gemv_table() -> dict:
-    """{(dtype, trans): [(rows, cols, setting), ...]} from tuning/gemv_sm_90.json."""
+    """{(layout, dtype, trans): [(rows, cols, setting), ...]} from tuning/gemv_sm_90.json
+    (an entry without a layout is the uniform layout's)."""
     by_name = {str(s): s for s in GEMV_SETTINGS}
     doc = json.loads((Path(__file__).with_name("tuning") / "gemv_sm_90.json").read_text())
     found: dict = {}
     for e in doc["entries"]:
-        found.setdefault((e["dtype"], e["trans"]), []).append((e["rows"], e["cols"], by_name[e["setting"]]))
+        key = (e.get("layout", "uniform"), e["dtype"], e["trans"])
+        found.setdefault(key, []).append((e["rows"], e["cols"], by_name[e["setting"]]))
     return found
 
 
@@ -260,28 +262,36 @@ def _nearest(entries, rows: int, cols: int):
                key=lambda found: found[0])
 
 
-def table_gemv_setting(dtype: str, trans: bool, rows: int, cols: int):
-    """The measured best setting of the nearest shape: the dtype's own entries when
-    one lies within a factor of two in each dimension, float64's otherwise."""
-    own = GEMV_TABLE.get((dtype, trans))
-    if own:
-        dist, setting = _nearest(own, rows, cols)
-        if dist <= 1:
-            return setting
-    fallback = GEMV_TABLE.get(("float64", trans))
+def table_gemv_setting(dtype: str, trans: bool, rows: int, cols: int, layout: str = "uniform"):
+    """The measured best setting of the nearest shape: the layout's and dtype's own
+    entries when one lies within a factor of two in each dimension, else the
+    uniform layout's for the dtype, else float64's.  A variable-size batch is
+    looked up at its typical member (``MatrixBatch.view_dims_typical``); its
+    entries were measured on members of 1 to 2 x that size."""
+    tried = [(layout, dtype), ("uniform", dtype)] if layout != "uniform" else [(layout, dtype)]
+    for key in tried:
+        own = GEMV_TABLE.get((*key, trans))
+        if own:
+            dist, setting = _nearest(own, rows, cols)
+            if dist <= 1:
+                return setting
+    fallback = GEMV_TABLE.get(("uniform", "float64", trans))
     return _nearest(fallback, rows, cols)[1] if fallback else None
 
 
 def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
                         multiprocessors: int = 132, stageable: bool = False,
-                        dtype: str = "float64") -> GemvSetting:
+                        dtype: str = "float64", layout: str = "uniform") -> GemvSetting:
     """Default setting for a column-major ``rows x cols`` matrix.
 
     With enough matrices or elements to fill the GPU (the regime the sweep
     measured: 256 MB of matrices, e.g. 256 of 512x512), the
     tuning table's choice for the nearest measured shape; a staged choice whose
     matrix does not fit shared memory (``stageable`` False) becomes its
-    unstaged twin.  Otherwise (few matrices) the rules below.
+    unstaged twin.  Otherwise (few matrices) the rules below.  ``layout``:
+    the batch layout, whose own measured entries come first (pointer and
+    variable batches differ from stacked ones in their registers and, for
+    variable sizes, in how unevenly their groups finish).
 
     trans=False (gemv_n): up to 32 rows, a thread per output row in a sub-warp
     group (several matrices per warp).  trans=True (gemv_t): up to 8 rows, a
@@ -291,7 +301,7 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     First guesses: bench/gemv.py --sweep measures every setting per shape.
     """
     if count >= 8 * multiprocessors or count * max(rows, 1) * max(cols, 1) >= TABLE_MIN_ELEMENTS:
-        setting = table_gemv_setting(str(dtype), trans, rows, cols)
+        setting = table_gemv_setting(str(dtype), trans, rows, cols, layout)
         # Tall tiles (128-256 rows by 32-64 columns) won the sweep from 64 x 64 up; a
         # matrix narrower than 64 either way would leave most of a tile's lanes or
         # warps masked, and a few matrices (a block a segment) too few blocks to

@@ -8,12 +8,15 @@ Cases (all alpha = 1, beta = 0, as the peers compute y = op(A) x):
 - ``uniform-F``: the same square sizes with each matrix column-major
   (a (batch, n, m) array with its last two axes swapped).
 - ``pointer``: a PointerBatch over the stacked matrices, built once outside
-  the timing, x a (batch, n) array; DGEMV 8x8, 32x32, 81x8; A of 128 MiB,
-  because each call does O(batch) host work (reported as ``ours_host_s``).
+  the timing, x a (batch, n) array; DGEMV 8x8, 32x32, 81x8; A of 256 MiB as
+  for ``uniform``, so that the two compare at one batch (a repeated call on a
+  PointerBatch does no per-matrix host work).
 - ``variable``: a VariableBatch with m, n uniform in [1, 64], as many
   matrices as fit 256 MiB (at most 2 million); bytes count what is touched.
   Its peers run on a zero-padded (batch, 64, 64) stack (a loop over the
-  matrices would be far slower), as the row's ``peer_note`` says.
+  matrices would be far slower), as the row's ``peer_note`` says.  Its sweep
+  leaves out the staged and tall settings, which a variable-size batch never
+  takes (``batched/gemv.py``).
 - complex ZGEMV/CGEMV at 8 to 512, uniform.
 
 Peers: ``cupy`` = cupy.matmul(op(A), x[..., None]) (cuBLAS strided batched
@@ -35,13 +38,12 @@ if __package__ in (None, ""):
 
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
-from bench.harness import MIB, Case, NotApplicable, Operands  # noqa: E402
+from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
 SQUARE = (4, 8, 16, 32, 64, 128, 256, 512)
 FEM = ((81, 8), (8, 81))
 COMPLEX_SQUARE = (8, 32, 64, 128, 512)
 POINTER_SHAPES = ((8, 8), (32, 32), (81, 8))
-POINTER_BYTES = 128 * MIB   # > 2x L2, so one input set; see the module docstring
 VARIABLE_MAX = 64
 VARIABLE_COUNT_MAX = 2_000_000
 
@@ -74,7 +76,7 @@ def all_cases() -> list[Case]:
                 cases.append(uniform_case(dtype, "uniform-F", trans, s, s))
     for trans in "NT":
         for m, n in POINTER_SHAPES:
-            cases.append(uniform_case("float64", "pointer", trans, m, n, POINTER_BYTES, repeats=5))
+            cases.append(uniform_case("float64", "pointer", trans, m, n, repeats=5))
     for dtype in ("float64", "float32"):
         for trans in "NT":
             cases.append(variable_case(dtype, trans))
@@ -90,7 +92,7 @@ def quick_cases() -> list[Case]:
             uniform_case("float64", "uniform", "T", 32, 32),
             uniform_case("float32", "uniform", "N", 81, 8),
             uniform_case("float64", "uniform-F", "N", 16, 16),
-            uniform_case("float64", "pointer", "N", 32, 32, POINTER_BYTES, repeats=5),
+            uniform_case("float64", "pointer", "N", 32, 32, repeats=5),
             variable_case("float64", "N"),
             uniform_case("complex128", "uniform", "T", 8, 8)]
 
@@ -187,6 +189,8 @@ def _build_variable(case: Case, index: int, seed: int) -> Operands:
 
 
 def ours(case: Case, d: dict, setting):
+    if case.layout == "variable" and setting is not None and (setting.staged or setting.tall):
+        raise NotApplicable("a variable-size batch is never staged or tall")
     A = d.get("batchA", d.get("A"))
     x = d["xs"] if case.layout == "variable" else d["x"]
     return bt.gemv(A, x, trans=case.trans, setting=setting)
@@ -218,7 +222,8 @@ def main(argv=None, print_table: bool = True) -> list:
         print("note: PyTorch with CUDA not available; torch peer left out")
     try:
         return harness.run("gemv", cases, ours, peers, build=build, args=args, traffic_fn=traffic,
-                           sweep=bt.GEMV_SETTINGS if args.sweep else (), print_table=print_table)
+                           sweep=bt.GEMV_SETTINGS if args.sweep else (),
+                           sweep_layouts=("uniform", "uniform-F", "pointer", "variable"), print_table=print_table)
     finally:
         _pointer_cache.clear()
 

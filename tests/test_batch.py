@@ -48,3 +48,38 @@ def test_pointer_vector_accessor_fields():
         ln.pack("PointerVector", 1, 2)
     with pytest.raises(TypeError, match="UniformVector takes 3 fields"):
         ln.pack("UniformVector", 1, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not bt.gpu_available(), reason="no CUDA GPU (CuPy cannot see a device)")
+def test_repeated_pointer_upload_is_reused_only_for_the_same_addresses_and_stream():
+    import cupy as cp
+
+    from batched._batch import device_pointers
+
+    vs = [cp.zeros(3) for _ in range(5)]
+    ptrs = [v.data.ptr for v in vs]
+    first = device_pointers(cp, ptrs)
+    assert device_pointers(cp, list(ptrs)) is first
+    np.testing.assert_array_equal(cp.asnumpy(first), ptrs)
+    other = device_pointers(cp, ptrs[::-1])
+    assert other is not first
+    np.testing.assert_array_equal(cp.asnumpy(other), ptrs[::-1])
+    with cp.cuda.Stream():
+        assert device_pointers(cp, ptrs) is not first   # another stream: its own upload
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not bt.gpu_available(), reason="no CUDA GPU (CuPy cannot see a device)")
+def test_variable_gemv_repeated_with_new_vectors_uses_them():
+    import cupy as cp
+
+    rng = np.random.default_rng(5)
+    shapes = [(3, 4), (5, 2), (1, 7), (6, 6)]
+    mats = [rng.standard_normal(s) for s in shapes]
+    batch = bt.VariableBatch([cp.asarray(a) for a in mats])
+    for _ in range(3):   # the same addresses again, then new vectors of the same lengths
+        xs = [rng.standard_normal(s[1]) for s in shapes]
+        got = bt.gemv(batch, [cp.asarray(x) for x in xs])
+        for a, x, y in zip(mats, xs, got):
+            np.testing.assert_allclose(cp.asnumpy(y), a @ x, rtol=1e-13, atol=1e-13)

@@ -130,11 +130,13 @@ def test_gemv_table_names_registered_settings_and_measured_shapes():
     from batched.settings import GEMV_TABLE, table_gemv_setting
 
     assert GEMV_TABLE, "the tuning table is empty"
-    for (dtype, trans), entries in GEMV_TABLE.items():
+    for (layout, dtype, trans), entries in GEMV_TABLE.items():
+        assert layout in ("uniform", "pointer", "variable")
         assert dtype in {np.dtype(d).name for d in batched.SUPPORTED_DTYPES}
         for rows, cols, setting in entries:
             assert setting in batched.GEMV_SETTINGS
-            assert table_gemv_setting(dtype, trans, rows, cols) == setting  # a measured shape maps to itself
+            # a measured shape maps to itself
+            assert table_gemv_setting(dtype, trans, rows, cols, layout) == setting
 
 
 def test_every_default_gemm_setting_is_registered():

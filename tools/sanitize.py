@@ -79,6 +79,15 @@ def section_blas():
         bt.gemv(bt.PointerBatch([rand((9, 4), dtype) for _ in range(33)]), rand((33, 4), dtype))
         bt.gemm(mats, [rand((m.shape[1], 3), dtype) for m in mats])
         checks += 3
+        # Every small-group setting forced on the variable list and on a pointer batch of
+        # misaligned members: their kernels are register-capped (gemv_min_blocks).
+        pb = bt.PointerBatch([rand((9, 4), dtype, offset=1) for _ in range(33)])
+        for s in (s for s in bt.GEMV_SETTINGS if not s.tall and s.group_threads <= 32):
+            for trans in "NT":
+                inner = [m.shape[1] if trans == "N" else m.shape[0] for m in mats]
+                bt.gemv(mats, [rand((k,), dtype) for k in inner], trans=trans, setting=s)
+                bt.gemv(pb, rand((33, 4 if trans == "N" else 9), dtype), trans=trans, setting=s)
+                checks += 2
 
 
 

@@ -18,26 +18,38 @@ import sys
 from collections import defaultdict
 
 
+# Bench layout -> the chooser's layout key (uniform-F is stacked too).
+LAYOUTS = {"uniform": "uniform", "uniform-F": "uniform", "pointer": "pointer", "variable": "variable"}
+
+
 def view_key(row):
+    """(layout, dtype, view trans, view rows, view cols) of a swept case.  Every
+    bench layout but uniform-F holds C-ordered matrices, whose view is A^T.  A
+    variable-size case (m, n uniform in [1, max]) is keyed by its typical member,
+    the mean shape the chooser looks it up by."""
     m, n, trans = row["m"], row["n"], row["trans"] != "N"
-    if row["layout"] == "uniform":  # C-ordered: the view is A^T
-        return row["dtype"], not trans, n, m
-    return row["dtype"], trans, m, n
+    layout = LAYOUTS[row["layout"]]
+    if layout == "variable":
+        m = n = (1 + m) // 2
+    if row["layout"] != "uniform-F":
+        return layout, row["dtype"], not trans, n, m
+    return layout, row["dtype"], trans, m, n
 
 
 def table(document) -> dict:
     pooled: dict = defaultdict(lambda: defaultdict(float))
     for row in document["rows"]:
         sweep = row.get("settings")
-        if not sweep or row["layout"] not in ("uniform", "uniform-F"):
+        if not sweep or row["layout"] not in LAYOUTS:
             continue
         for name, seconds in sweep.items():
             if seconds:
                 pooled[view_key(row)][name] += seconds / row["bytes"]
     entries = []
-    for (dtype, trans, rows, cols), times in sorted(pooled.items()):
+    for (layout, dtype, trans, rows, cols), times in sorted(pooled.items()):
         best = min(times, key=times.get)
-        entries.append({"dtype": dtype, "trans": trans, "rows": rows, "cols": cols, "setting": best})
+        entry = {"dtype": dtype, "trans": trans, "rows": rows, "cols": cols, "setting": best}
+        entries.append(entry if layout == "uniform" else {"layout": layout, **entry})
     source = f"bench/gemv.py --sweep on {document['gpu']} ({document['date']})"
     merged = document.get("meta", {}).get("merged")  # rows re-measured later and merged in
     return {"source": f"{source}; {merged}" if merged else source, "entries": entries}
