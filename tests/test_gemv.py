@@ -110,6 +110,22 @@ def test_gemv_empty_inner_dimension_applies_beta(xp, setting, dtype, trans):
     np.testing.assert_array_equal(got, np.zeros((3, rows), dtype))
 
 
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("trans", "NT")
+def test_gemv_empty_operands_with_any_strides(xp, setting, trans):
+    # An empty x that is a strided view, broadcast over A's batch: CuPy gives such
+    # arrays (and their contiguous copies) strides no batch stride fits; the
+    # launcher crashed on them (found on the H100 for A (2, 2, 1, 0), x (2, 0)).
+    A = xp.zeros((2, 2, 1, 0) if trans == "N" else (2, 2, 0, 1), np.float32)
+    x = xp.zeros((2, 6), np.float32)[:, 3:3]
+    y = xp.ones((2, 2, 1), np.float32)
+    got = to_np(bt.gemv(A, x, y, alpha=0.0, beta=3.0, trans=trans, setting=setting))
+    np.testing.assert_array_equal(got, np.full((2, 2, 1), 3.0, np.float32))
+    B = xp.zeros((2, 6, 6), np.float32)[:, 2:2, 1:5:2]  # (2, 0, 2), strided
+    got = to_np(bt.gemv(B, xp.ones((2, 2), np.float32), trans="N", setting=setting))
+    assert got.shape == (2, 0)
+
+
 # --- outputs and aliasing ------------------------------------------------------------
 
 
