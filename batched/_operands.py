@@ -45,8 +45,10 @@ def matrix_operand(arr, batch_shape, xp, prefer: str = "F") -> MatrixOperand:
     """``prefer``: the orientation a matrix with one row or column is read in."""
     m, n = arr.shape[-2:]
     arr = _broadcast(arr, (*batch_shape, m, n), xp)
-    if 0 in tuple(batch_shape) or m * n == 0:  # no element is read or written; CuPy gives
-        return MatrixOperand(arr, arr.data.ptr, 0, m, n, max(m, 1), False)  # empty arrays any strides
+    # No element is read or written, and CuPy gives empty arrays (and their
+    # contiguous copies) strides no batch stride may fit: any accessor will do.
+    if 0 in tuple(batch_shape) or m * n == 0:
+        return MatrixOperand(arr, arr.data.ptr, 0, m, n, max(m, 1), False)
     strides = elem_strides(arr)
     orient = stride = None
     if strides is not None:
@@ -66,7 +68,7 @@ def matrix_operand(arr, batch_shape, xp, prefer: str = "F") -> MatrixOperand:
 def vector_operand(arr, batch_shape, xp) -> VectorOperand:
     length = arr.shape[-1]
     arr = _broadcast(arr, (*batch_shape, length), xp)
-    if 0 in tuple(batch_shape) or length == 0:  # empty: its strides mean nothing (see above)
+    if 0 in tuple(batch_shape) or length == 0:  # empty: as in matrix_operand
         return VectorOperand(arr, arr.data.ptr, 0, 1)
     strides = elem_strides(arr)
     stride = batch_stride(batch_shape, strides[:-1]) if strides is not None else None
