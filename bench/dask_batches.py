@@ -1,13 +1,14 @@
 """Batches on Dask across GPUs: svdvals (32x32 float64) and solve (8x8 float64) on a
-one-worker and a two-worker ``dask_cuda.LocalCUDACluster`` (one worker per GPU).
+one-worker ``dask_cuda.LocalCUDACluster`` and on clusters of ``--gpus`` workers
+(e.g. 2,4; one worker per GPU).
 
-The issue's target (#10): the two-worker cluster at >= 1.7x the one-worker
-cluster on the same batch, sized so that each GPU of the two-worker run holds
->= 4 GB of matrices; the per-chunk overhead reported.
+The issues' targets: two workers >= 1.7x the one-worker cluster (#10), four
+workers >= 3.3x (#11), on the same batch, sized so that each GPU of the
+largest cluster holds >= 4 GB of matrices; the per-chunk overhead reported.
 
 Method, per case, in one process (so the ratio compares like with like):
 
-1. Start the cluster (``CUDA_VISIBLE_DEVICES`` "0", then "0,1").
+1. Start the cluster (``CUDA_VISIBLE_DEVICES`` "0", then "0,1", "0,1,2,3", ...).
 2. Make the operands ON the workers (a CuPy generator per chunk, seeded by
    chunk index, chunk i on worker i % workers) and ``persist`` them, so neither
    the host nor the transfer is timed and every GPU holds as many chunks;
@@ -27,13 +28,14 @@ Method, per case, in one process (so the ratio compares like with like):
 Rows (``bench/results/<gpu>/dask_batches.json``) follow harness.result_document:
 ``routine, dtype, layout ("dask"), m, n, k, batch, gpus, workers, chunks,
 chunk_batch, bytes_per_gpu, wall_s, chunk_s, per_chunk_overhead_s,
-speedup_vs_one_gpu`` (two-worker rows), ``target`` and ``met``.
+speedup_vs_one_gpu`` (multi-worker rows), ``target`` and ``met``; the file is
+bench/results/<gpu>/ for two workers at most, <gpu>-x<count>/ above.
 
 Needs dask[array], distributed and dask-cuda (pip download the wheels where
 there is a network and carry them to the GPU machine).  ``--dry-run`` prints
 the plan without any of them (and without a GPU).
 
-Usage: python3 bench/dask_batches.py [--dry-run] [--quick] [--gpus 2] [--chunk-mib 512]
+Usage: python3 bench/dask_batches.py [--dry-run] [--quick] [--gpus 2,4] [--chunk-mib 512]
                                      [--gb-per-gpu 4] [--repeats 3] [--results-dir DIR]
 """
 
@@ -54,7 +56,7 @@ if __package__ in (None, ""):
 
 from bench import harness  # noqa: E402
 
-TARGET_SPEEDUP = 1.7  # issue #10: two workers >= 1.7x one worker
+TARGETS = {2: 1.7, 4: 3.3}  # workers -> speedup over one worker (issues #10 and #11)
 
 
 @dataclass(frozen=True)
@@ -84,15 +86,15 @@ def plan(case: DaskCase, gpus: int, gb_per_gpu: float, chunk_mib: float) -> dict
 
 
 def print_plan(cases, args) -> None:
-    print(f"dask_batches: dry run; clusters: LocalCUDACluster with 1 worker (GPU 0) and {args.gpus} "
-          f"workers (GPUs 0..{args.gpus - 1}), one thread per worker")
+    print(f"dask_batches: dry run; clusters: LocalCUDACluster with 1 worker (GPU 0) and "
+          f"{', '.join(map(str, args.gpus))} workers (GPUs 0..count-1), one thread per worker")
     print(f"  {'case':<16}{'batch':>12}{'chunk batch':>13}{'chunks':>8}{'GB/GPU':>9}{'GB total':>10}")
     for c in cases:
-        p = plan(c, args.gpus, args.gb_per_gpu, args.chunk_mib)
+        p = plan(c, args.gpus[-1], args.gb_per_gpu, args.chunk_mib)
         print(f"  {c.routine + ' ' + str(c.n) + 'x' + str(c.n):<16}{p['batch']:>12}{p['chunk_batch']:>13}"
               f"{p['chunks']:>8}{p['bytes_per_gpu'] / 1e9:>9.2f}{p['bytes'] / 1e9:>10.2f}")
-    print(f"  timing: warm-up, then median of {args.repeats} (persist + wait + synchronize); "
-          f"target {args.gpus} workers >= {TARGET_SPEEDUP}x one worker")
+    print(f"  timing: warm-up, then median of {args.repeats} (persist + wait + synchronize); targets "
+          + ", ".join(f"{g} workers >= {TARGETS[g]}x one worker" for g in args.gpus if g in TARGETS))
 
 
 # --- run on workers (module-level functions: distributed pickles them by reference) ---------------
@@ -228,8 +230,10 @@ def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="print the plan; needs neither dask_cuda nor a GPU")
     ap.add_argument("--quick", action="store_true", help="0.25 GB per GPU (smoke run); writes dask_batches_quick.json")
-    ap.add_argument("--gpus", type=int, default=2, help="workers of the multi-GPU cluster (default 2)")
-    ap.add_argument("--gb-per-gpu", type=float, default=4.0, help="GB of operands per GPU at --gpus (default 4)")
+    ap.add_argument("--gpus", type=lambda t: sorted({int(v) for v in t.split(",") if v}), default=[2],
+                    help="workers of the multi-GPU clusters, e.g. 2,4 (default 2)")
+    ap.add_argument("--gb-per-gpu", type=float, default=4.0,
+                    help="GB of operands per GPU at the largest --gpus (default 4)")
     ap.add_argument("--chunk-mib", type=float, default=512.0, help="MiB of operands per chunk (default 512)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", choices=[c.routine for c in CASES], action="append")
@@ -245,27 +249,33 @@ def main(argv=None) -> list:
     info = harness.device_info()
     rows = []
     for case in cases:
-        p = plan(case, args.gpus, args.gb_per_gpu, args.chunk_mib)
+        p = plan(case, args.gpus[-1], args.gb_per_gpu, args.chunk_mib)
         one = run_case(case, 1, p, args.repeats)
-        many = run_case(case, args.gpus, p, args.repeats)
-        many["speedup_vs_one_gpu"] = one["wall_s"] / many["wall_s"]
-        many["target"] = TARGET_SPEEDUP
-        many["met"] = many["speedup_vs_one_gpu"] >= TARGET_SPEEDUP
-        rows += [one, many]
-        for r in (one, many):
+        case_rows = [one]
+        for g in args.gpus:
+            if g == 1:
+                continue
+            many = run_case(case, g, p, args.repeats)
+            many["speedup_vs_one_gpu"] = one["wall_s"] / many["wall_s"]
+            many["target"] = TARGETS.get(g)
+            many["met"] = None if many["target"] is None else bool(many["speedup_vs_one_gpu"] >= many["target"])
+            case_rows.append(many)
+        rows += case_rows
+        for r in case_rows:
             print(f"{r['routine']:>8} {r['n']}x{r['n']} batch {r['batch']:>10} gpus {r['gpus']}: "
                   f"{r['wall_s'] * 1e3:9.1f} ms, chunk {r['chunk_s'] * 1e3:7.2f} ms, "
                   f"overhead/chunk {r['per_chunk_overhead_s'] * 1e3:7.2f} ms, chunks/worker "
                   f"{r['chunks_per_worker']}, walls {[round(w * 1e3, 1) for w in r['walls_s']]}"
-                  + (f", {r['speedup_vs_one_gpu']:.2f}x one GPU (target {TARGET_SPEEDUP}x: "
-                     f"{'met' if r['met'] else 'NOT met'})" if "speedup_vs_one_gpu" in r else ""), flush=True)
+                  + (f", {r['speedup_vs_one_gpu']:.2f}x one GPU (target {r['target']}x: "
+                     f"{'-' if r['met'] is None else 'met' if r['met'] else 'NOT met'})"
+                     if "speedup_vs_one_gpu" in r else ""), flush=True)
 
     import dask
     import dask_cuda
     import distributed
 
     out_dir = args.results_dir or harness.RESULTS
-    folder = out_dir / harness.gpu_dirname(info["name"])
+    folder = out_dir / (harness.gpu_dirname(info["name"]) + (f"-x{args.gpus[-1]}" if args.gpus[-1] > 2 else ""))
     folder.mkdir(parents=True, exist_ok=True)
     doc = harness.result_document(info, {}, rows, extra={
         "dask": dask.__version__, "distributed": distributed.__version__, "dask_cuda": dask_cuda.__version__,

@@ -4,9 +4,9 @@ multi-device GEMV/SYMV/HEMV.
 CPU: virtual host devices (``devices=k``) run the same bookkeeping, partial
 products and reduction with NumPy; results are compared with a float64 /
 complex128 reference through ``residuals.gemv_error_ratio`` (an n-epsilon
-scaled componentwise bound).  GPU: the same on two GPUs, NaN-poisoned
-outputs, results equal to the single-GPU routine within n-epsilon; skipped
-below two GPUs.
+scaled componentwise bound).  GPU: the same on two GPUs and on every
+visible GPU where there are three or more, NaN-poisoned outputs, results
+equal to the single-GPU routine within n-epsilon; skipped below two GPUs.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def gpu_count() -> int:
 
 TWO_GPUS = gpu_count() >= 2
 TWO_GPU_REASON = f"needs at least two CUDA GPUs (cupy.cuda.runtime.getDeviceCount() = {gpu_count()})"
+# "all": every visible GPU, where there are more than two (the pair is "two").
+DEVICE_SETS = {"two": [0, 1], "all": list(range(gpu_count()))}
 
 
 def two_gpus(fn):
@@ -373,11 +375,18 @@ def test_gpu_distribute_gather(dtype, source, nb):
                                            ("symv", "L"), ("symv", "U"), ("hemv", "L"), ("hemv", "U")])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("n", (1, 33, 1000, 4097))
-@pytest.mark.parametrize("x_on", ("gpu0", "gpu1", "host"))
-def test_gpu_two_devices_against_single_gpu(routine, trans, dtype, n, x_on):
+@pytest.mark.parametrize("x_on", ("first", "last", "host"))
+@pytest.mark.parametrize("devices", ("two", "all"))
+def test_gpu_devices_against_single_gpu(routine, trans, dtype, n, x_on, devices):
+    """GPUs 0 and 1, and every visible GPU where there are three or more (n = 1
+    and 33 leave GPUs without a block); x and y on the first or last of them,
+    or on the host."""
     import cupy as cp
 
-    rng = rng_for("gpu-mgpu", routine, trans, str(dtype), n, x_on)
+    if devices == "all" and gpu_count() < 3:
+        pytest.skip(f"needs three or more CUDA GPUs for 'all' ({gpu_count()} visible; 'two' covers two)")
+    devs = DEVICE_SETS[devices]
+    rng = rng_for("gpu-mgpu", routine, trans, str(dtype), n, x_on, devices)
     herm = routine == "hemv" and dtype.kind == "c"
     if routine == "gemv":
         A = random_array(rng, (n, n + 37), dtype)
@@ -387,16 +396,17 @@ def test_gpu_two_devices_against_single_gpu(routine, trans, dtype, n, x_on):
         A, full = triangle_case(rng, n, dtype, trans == "L", herm)
         kw, rows, inner = {"lower": trans == "L"}, n, n
     x, y = random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
-    D = distribute(A, devices=[0, 1], nb=64)
-    if x_on == "host":
+    D = distribute(A, devices=devs, nb=64)
+    target = None if x_on == "host" else devs[0] if x_on == "first" else devs[-1]
+    if target is None:
         xd, yd, out = x, y, np.full(rows, np.nan, dtype)
     else:
-        with cp.cuda.Device(int(x_on[-1])):
+        with cp.cuda.Device(target):
             xd, yd, out = cp.asarray(x), cp.asarray(y), cp.full(rows, np.nan, dtype)
     res = FN[routine](D, xd, yd, alpha=1.25, beta=-0.5, out=out, **kw)
     assert res is out
-    if x_on != "host":
-        assert res.device.id == int(x_on[-1])
+    if target is not None:
+        assert res.device.id == target
     got = to_np(res)
     assert np.all(np.isfinite(got))  # every output written; the NaN triangle never read
     op = "N" if routine != "gemv" else trans

@@ -13,7 +13,10 @@
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
-# py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py)
+# py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py); arguments follow
+#                 after '+' (py:bench/kblas_mgpu.py+--gpus=2,4+--large=200000:4)
+# wheels          pip install --no-index --no-deps the carried .whl/*.whl (dask, distributed,
+#                 dask-cuda and what they need that the image lacks: pip download them here)
 # LIMIT=S         seconds for each sanitize/bench/sweep/py step (defaults 200/300/400/300)
 set -u
 OUT=${OUT:-/tmp/device_check}
@@ -55,7 +58,12 @@ for arg in "$@"; do
       step "racecheck_${what//,/_}" "${LIMIT:-200}" compute-sanitizer --tool racecheck --error-exitcode 1 \
         python3 tools/sanitize.py --race "--only=$what" ;;
     bench) step "bench_${what//,/_}" "${LIMIT:-300}" python3 bench/run_all.py --only "$what" --results-dir "$OUT" ;;
-    py) step "py_$(basename "${what%.py}")" "${LIMIT:-300}" python3 "$what" --results-dir "$OUT" ;;
+    py)
+      script=${what%%+*}
+      extra=()
+      if [ "$script" != "$what" ]; then IFS=+ read -r -a extra <<< "${what#*+}"; fi
+      step "py_$(basename "${script%.py}")" "${LIMIT:-300}" python3 "$script" --results-dir "$OUT" "${extra[@]}" ;;
+    wheels) step wheels 120 python3 -m pip install --no-index --no-deps .whl/*.whl ;;
     sweep) step "sweep_${what//,/_}" "${LIMIT:-400}" python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
     *) echo "unknown step $arg" ;;
   esac

@@ -136,12 +136,13 @@ def section_kblas():
 
 
 def section_mgpu():
-    # batched.kblas on a DistributedMatrix: GPUs 0 and 1 (GPU 0 alone on a
-    # one-GPU machine, which still runs the multi-GPU kernels with one part).
+    # batched.kblas on a DistributedMatrix over every visible GPU (GPU 0 alone
+    # on a one-GPU machine, which still runs the multi-GPU kernels with one
+    # part; with four, n = 33 leaves GPUs without a block at nb = 32 and 64).
     # n around the block width, beta = 0 with an uninitialized y, both
     # triangles, every SYMV setting that fits (tile divides nb), x on each GPU.
     global checks
-    devices = [0, 1] if cp.cuda.runtime.getDeviceCount() >= 2 else [0]
+    devices = list(range(cp.cuda.runtime.getDeviceCount()))
     for dtype in (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
         for n in (0, 1, 31, 32, 33, 65, 200):
             for nb in (32, 64):
