@@ -26,7 +26,9 @@ How a call becomes a graph (:func:`dask_call`):
    the probe returned them.
 4. One ``blockwise`` task per output chunk runs the routine on the chunk and
    returns the tuple of its array outputs; each output is a ``blockwise``
-   ``getitem`` view of that tuple (plus its whole core axes).  A chunk is
+   ``getitem`` view of that tuple (plus its whole core axes).  A routine with
+   one array output (``solve``, ``svdvals``) skips the tuple: the chunk's task
+   is the output's block, one task per chunk instead of two.  A chunk is
    therefore computed once for all outputs computed together
    (``dask.compute(U, S, Vh)``); ``U.compute()`` then ``S.compute()`` run it twice,
    as for any Dask graph.  (The alternative, one graph per output, would
@@ -34,7 +36,7 @@ How a call becomes a graph (:func:`dask_call`):
 5. ``check=True`` (the NumPy/SciPy names): the chunk runs with
    ``check=False``; its info is checked in the task, and a LinAlgError names the
    GLOBAL batch indices of the failing matrices (the task also receives the
-   chunk's slice of ``arange`` along every batch axis).  It is raised when the
+   chunk's ``range`` of global indices along every batch axis).  It is raised when the
    result is computed, for the first failing chunk Dask meets (other chunks may
    fail too).  ``check=False`` returns ``info`` as a Dask array of the global
    batch shape.  ``lu_factor`` warns (``LinAlgWarning``) in the task instead,
@@ -286,8 +288,9 @@ class _ChunkCall:
     global-index check for ``check=True``); returns the tuple of array outputs.
     Picklable (module-level routine, plain data) for distributed workers."""
 
-    def __init__(self, fn, arguments, operands, keep, check, failure, warn):
+    def __init__(self, fn, arguments, operands, keep, check, failure, warn, bare=False):
         self.fn = fn
+        self.bare = bare  # return the one kept output itself, not a tuple of it
         self.arguments = {k: v for k, v in arguments.items()}
         for op in operands:  # the chunk's blocks replace these; do not ship whole arrays
             param, j = op.place
@@ -321,6 +324,8 @@ class _ChunkCall:
                     from scipy.linalg import LinAlgWarning
 
                     warnings.warn(message, LinAlgWarning, stacklevel=2)
+        if self.bare:
+            return outs[self.keep[0]]
         return tuple(outs[k] for k in self.keep)
 
 
@@ -328,6 +333,21 @@ def _unwrap(block):
     while isinstance(block, list):
         block = block[0]
     return block
+
+
+def _index_ranges(chunks, name):
+    """A 1-D Dask array of the global indices along one batch axis whose blocks
+    are ``range`` objects, not arrays: a chunk's indices are needed only to name
+    a failure, and a ``da.arange`` chunk (8 bytes an index: 13 MB for a chunk of
+    1.6 million 8 x 8 systems) cost every task its allocation, or its transfer
+    from another worker."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    starts = np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
+    blocks = {(name, i): range(int(starts[i]), int(starts[i + 1])) for i in range(len(chunks))}
+    graph = HighLevelGraph.from_collections(name, blocks, dependencies=())
+    return da.Array(graph, name, (tuple(chunks),), meta=np.empty(0, np.int64))
 
 
 def _meta(like, ndim, dtype):
@@ -391,12 +411,19 @@ def dask_call(fn, spec: Spec, args, kwargs):
     needs_index = check and spec.failure is not None and nb > 0
     if needs_index:  # each task receives its chunk's global indices along every batch axis
         for d in range(nb):
-            pairs += [da.arange(batch[d], chunks=(chunkss[d],)), (d,)]
+            pairs += [_index_ranges(chunkss[d], f"{name}-index{d}-{tokenize(chunkss[d])}"), (d,)]
     base_meta = next(a._meta for op, a in zip(operands, arrays) if _is_dask(op.value))
 
-    call = _ChunkCall(fn, arguments, operands, keep, check, spec.failure, spec.warn)
+    bare = single and keep == [0]
+    call = _ChunkCall(fn, arguments, operands, keep, check, spec.failure, spec.warn, bare)
     token = tokenize(getattr(fn, "__module__", ""), name, *pairs,
                      sorted((k, repr(v)) for k, v in call.arguments.items()))
+    if bare:  # one array out: the chunk's task is the output's block (no getitem task per chunk)
+        core = outs[0].shape[nb:]
+        core_index = tuple(range(next_index, next_index + len(core)))  # past the operands' core indices
+        return da.blockwise(call, tuple(range(nb)) + core_index, *pairs, concatenate=False,
+                            new_axes=dict(zip(core_index, core)), name=f"{name}-{token}",
+                            meta=_meta(base_meta, nb + len(core), outs[0].dtype))
     tasks = da.blockwise(call, tuple(range(nb)), *pairs, concatenate=False, name=f"{name}-chunk-{token}",
                          meta=np.empty((0,) * nb, dtype=object))
 

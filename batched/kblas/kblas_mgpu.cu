@@ -58,10 +58,21 @@ kblas_symv_mgpu_diag_kernel(const T* __restrict__ A, long long lda, int n, int l
                                  mgpu_flags(flags), smem);
 }
 
+// Blocks per SM the off-diagonal kernel is held to (0: ptxas's own choice).  The
+// cyclic tile map costs ptxas registers that the single-GPU kernel does not spend:
+// double 32 x 4 took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
+// instead of five, and on an H200 (probe, n = 32768 and 65536 on one rank, where the
+// map is the identity) its kernels ran 5 % slower than the single-GPU ones.  Held to
+// five blocks it takes 96 (4 bytes spilled, outside the walk).  The other settings
+// keep their own: float 32 x 4 (76 against 64) spills at eight blocks and was not
+// measured; the complex ones use as many registers as the single-GPU kernel.
+template <typename T, int NB, int Q> struct MgpuOffdiagMinBlocks { static constexpr int value = 0; };
+template <> struct MgpuOffdiagMinBlocks<double, 32, 4> { static constexpr int value = 5; };
+
 // Launched after kblas_symv_mgpu_diag_kernel on the same stream, with
 // (local tile columns) x parts blocks.
 template <typename T, int NB, int Q>
-__global__ void __launch_bounds__(NB * Q)
+__global__ void __launch_bounds__(NB * Q, (MgpuOffdiagMinBlocks<T, NB, Q>::value))
 kblas_symv_mgpu_offdiag_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb,
                                int ranks, int rank, int flags, const T* __restrict__ x, T* part,
                                int parts) {

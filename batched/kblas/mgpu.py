@@ -424,7 +424,7 @@ def symv_plan(n: int, local_cols: int, dtype, setting: KblasSetting, sms: int = 
     """(setting with parts, local tile columns) of one device's launches (pure)."""
     tiles = cm.blocks(local_cols, setting.nb)
     row_tiles = cm.blocks(n, setting.nb)
-    parts = setting.parts or choose_parts("symv", tiles, max(row_tiles - 1, 1), sms)
+    parts = setting.parts or choose_parts("symv_mgpu", tiles, max(row_tiles - 1, 1), sms)
     return setting.with_parts(parts), tiles
 
 

@@ -92,7 +92,10 @@ KBLAS_SETTINGS = (
 # (its reduction, the atomics) are small against its reads, few enough that the
 # grid has many blocks and the last wave is short; and at least _BLOCKS_PER_SM
 # blocks an SM.
-_TILES_PER_BLOCK = {"symv": 16}
+# The multi-GPU kernel (kblas_mgpu.cu) on a device's block-cyclic share: 64 (H200
+# probe, DSYMV over two GPUs: 16 parts at n = 32768 and 32 at 65536, i.e. 64 tiles a
+# block, beat the 16-tile 64 and 128 by 1.6 % and 2.9 %; 256 parts lost 28 % and 9 %).
+_TILES_PER_BLOCK = {"symv": 16, "symv_mgpu": 64}
 _BLOCKS_PER_SM = 4
 # GEMV in tall tiles (H100 sweeps of settings x parts, session 21, n = 1024-16384).
 # N: one wave of about two blocks an SM, each a long block row (DGEMV N 16384 p2
