@@ -10,10 +10,10 @@ over GPUs 0..count-1 (nb = library default) with x and the result on GPU 0.
 time on half as many GPUs / this time (the 2 -> 4 step, which also exists
 where the matrix does not fit one GPU).  Targets: two GPUs >= 1.9 for
 n >= 32768 and >= 1.6 at 16384 (issue #10); four GPUs >= 3.5 for
-n >= 65536 (issue #11).  ``reduction_s`` times the reduction alone (the peer
-copies of the other GPUs' partials, the sum or the scatter, the alpha
-scaling, as mgpu.py runs them) and ``reduction_share`` is its share of the
-multi-GPU time (an upper bound: on x's GPU the partial is written in place).
+n >= 65536 (issue #11).  ``reduction_s`` times the reduction alone (the one
+kernel on GPU 0 that reads every partial where it lies, the other GPUs' over
+NVLink, and sums or scatters them with alpha, as mgpu.py runs it) and
+``reduction_share`` is its share of the multi-GPU time.
 
 Part 2 (larger than one GPU): float64 matrices built in place by
 ``DistributedMatrix.random`` (no GPU ever holds one whole), ``--large N:G``
@@ -167,36 +167,27 @@ def sampled_error(case: MCase, D, x, got) -> float:
 
 
 def time_reduction(case: MCase, D, gpus: int, cp) -> float:
-    """The reduction alone, as mgpu.py runs it: the other GPUs' partials copied
-    peer to peer into GPU 0's landing buffer, then its one kernel (the sum or
-    the scatter, alpha)."""
+    """The reduction alone, as mgpu.py runs it: one kernel on GPU 0 that reads
+    every GPU's partial where it lies (the others' over NVLink) and sums or
+    scatters them, with alpha."""
+    from batched._batch import device_pointers
     from batched.kblas import mgpu
 
     dt = np.dtype(case.dtype)
     n = case.n
-    scatter = case.routine == "gemv" and case.trans != "N"
-    lengths = [D.locals[d].shape[1] for d in range(gpus)] if scatter else [n] * gpus
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    partials = {}
-    for d in range(1, gpus):
+    kind = "scatter" if case.routine == "gemv" and case.trans != "N" else "sum"
+    partials = []
+    for d in range(gpus):
         with cp.cuda.Device(d):
-            partials[d] = cp.zeros(lengths[d], dt)
+            partials.append(cp.zeros(D.locals[d].shape[1] if kind == "scatter" else n, dt))
     with cp.cuda.Device(0):
-        land = cp.zeros(int(offsets[-1]), dt)
-        pos = mgpu._positions(D, list(range(gpus)), 0) if scatter else None
-        out = cp.empty(n, dt)
-        call = mgpu.Call(D, out, None, out, cp, dt, dt.type(1.5), dt.type(0), n, n)
         for d in range(1, gpus):
             mgpu.peer_access(0, d)
-        st = cp.cuda.get_current_stream()
-
-        def reduce():
-            for d, p in partials.items():
-                cp.cuda.runtime.memcpyPeerAsync(land.data.ptr + int(offsets[d]) * dt.itemsize, 0, p.data.ptr, d,
-                                                p.nbytes, st.ptr)
-            return mgpu._reduce(call, land, gpus, pos)
-
-        return harness.time_calls([reduce], repeats=case.repeats).seconds
+        parts = device_pointers(cp, [p.data.ptr for p in partials])
+        out = cp.empty(n, dt)
+        call = mgpu.Call(D, out, None, out, cp, dt, dt.type(1.5), dt.type(0), n, n)
+        return harness.time_calls([lambda: mgpu._reduce(call, kind, parts, gpus, D.nb)],
+                                  repeats=case.repeats).seconds
 
 
 def _free_all(cp, gpus: int) -> None:

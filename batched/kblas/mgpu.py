@@ -19,16 +19,17 @@ the device of x (or on the host for a NumPy x).
 Streams and ordering (CuPy).  Each GPU works on its own non-blocking stream
 S_d (one per device, kept for the process).  On the target device (the
 device of x) the caller's current stream S_t records an event after x is made
-contiguous and the landing buffer is allocated; every S_d waits on it, copies
-x to its device, computes its partial, and sends it to the target:
-peer-to-peer (cudaMemcpyPeerAsync) when the two GPUs have peer access, else
-through pinned host memory (device-to-host on S_d, host-to-device on S_t after
-S_d's event).  S_t waits on every device's event and then sums, scales and
-stores.  Nothing synchronizes the host, except a NumPy x (the host reduction
-needs the partials) and first-use setup (streams, peer access, index arrays).
-Buffers a stream reads on another device are freed only into the stream-
-ordered pool of a stream that waits for the reader, so reuse is safe; pinned
-staging buffers are kept alive until an event after their last use fires.
+contiguous; every S_d waits on it, copies x to its device (peer to peer, or
+from the host for a NumPy x) and computes its partial in a buffer of its own.
+S_t waits on every device's event, and one kernel reads the partials where
+they lie (a peer's over NVLink) and sums or scatters, scales and stores.
+Without peer access a partial travels through pinned host memory
+(device-to-host on S_d, host-to-device on S_t after S_d's event) into a buffer
+on the target.  Nothing synchronizes the host, except a NumPy x (the host
+reduction needs the partials) and first-use setup (streams, peer access).
+The partials and staging buffers stay referenced until an event recorded on
+S_t after the reduction has fired, so no pool hands their memory to other
+work before the reduction has read them.
 
 The NumPy backend (host devices) runs the same decomposition: the same local
 products and the same reduction, with NumPy matmul.
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _arrays as ar
+from .._batch import device_pointers
 from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
@@ -284,8 +286,6 @@ def _run_gpu(c: Call, kind: str, partial, length):
     D, dtype = c.D, c.dtype
     item = dtype.itemsize
     active = _active(D)
-    lengths = [length(d) for d in active]
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     host_target = c.xp is np
     if host_target:
         t = None
@@ -295,16 +295,16 @@ def _run_gpu(c: Call, kind: str, partial, length):
         with cp.cuda.Device(t):
             st = cp.cuda.get_current_stream()
             xt = cp.ascontiguousarray(c.x).astype(dtype, copy=False)
-            land = cp.empty(int(offsets[-1]), dtype)
             start = cp.cuda.Event(disable_timing=True)
             start.record(st)
     # First use: enable peer access (a setup call, before anything is enqueued).
     peers = {D.devices[d]: not host_target and peer_access(t, D.devices[d]) for d in active}
-    done = []  # (event on S_d after its partial left, pinned staging buffer or None) per active device
-    for i, d in enumerate(active):
+    done = []  # (device index, partial on its device, event on S_d after it, pinned staging or None)
+    for d in active:
         dev = D.devices[d]
         sd = _stream(dev)
         with cp.cuda.Device(dev), sd:
+            dest = cp.empty(length(d), dtype)  # before the wait: nothing to order
             # x on this device, after the caller's work on x (the start event).
             if host_target:
                 xd = cp.empty(c.inner, dtype)
@@ -317,89 +317,95 @@ def _run_gpu(c: Call, kind: str, partial, length):
                 else:
                     xd = cp.empty(c.inner, dtype)
                     rt.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes, sd.ptr)
-            direct = not host_target and dev == t
-            # On x's device the partial is written straight into its landing slot.
-            dest = land[int(offsets[i]):int(offsets[i + 1])] if direct else cp.empty(lengths[i], dtype)
             partial(d, xd, dest)
-            nbytes = lengths[i] * item
             pinned = None
-            if host_target or (not direct and not peers[dev]):  # through pinned host memory
+            if host_target or (dev != t and not peers[dev]):  # through pinned host memory
                 import cupyx
 
-                pinned = cupyx.empty_pinned((lengths[i],), dtype)
-                rt.memcpyAsync(pinned.ctypes.data, dest.data.ptr, nbytes, rt.memcpyDeviceToHost, sd.ptr)
-            elif not direct:  # peer-to-peer (NVLink)
-                rt.memcpyPeerAsync(land.data.ptr + int(offsets[i]) * item, t, dest.data.ptr, dev, nbytes, sd.ptr)
+                pinned = cupyx.empty_pinned((dest.size,), dtype)
+                rt.memcpyAsync(pinned.ctypes.data, dest.data.ptr, dest.nbytes, rt.memcpyDeviceToHost, sd.ptr)
             ev = cp.cuda.Event(disable_timing=True)
             ev.record(sd)
-            done.append((ev, pinned))
+            done.append((d, dest, ev, pinned))
 
     if host_target:
-        for ev, _ in done:
+        for _, _, ev, _ in done:
             ev.synchronize()  # the host reduction needs the partials
-        return _finish_host(c, kind, [(d, pinned) for d, (_, pinned) in zip(active, done)])
+        return _finish_host(c, kind, [(d, pinned) for d, _, _, pinned in done])
 
+    # The reduction reads each partial where it lies: on x's device, on a peer
+    # over NVLink (no copy: a cudaMemcpyPeerAsync of each partial cost its
+    # launch latency on the critical path, 15-24 us of the reduction at
+    # n = 16384 on two H200s), or, without peer access, in a buffer on x's
+    # device that the pinned staging copy fills.
     with cp.cuda.Device(t):
-        for i, (ev, pinned) in enumerate(done):
+        pointers = [0] * len(D.devices)
+        keep = []
+        for d, dest, ev, pinned in done:
             st.wait_event(ev)
-            if pinned is not None:  # no peer access: the host-staged second half of the copy
-                rt.memcpyAsync(land.data.ptr + int(offsets[i]) * item, pinned.ctypes.data, pinned.nbytes,
-                               rt.memcpyHostToDevice, st.ptr)
-                after = cp.cuda.Event(disable_timing=True)
-                after.record(st)
-                _keep(after, pinned)
-        positions = _positions(D, active, t) if kind == "scatter" else None
-        return _reduce(c, land, len(active), positions)
+            if pinned is None:
+                pointers[d] = dest.data.ptr
+                keep.append(dest)
+            else:  # no peer access: the host-staged second half of the copy
+                landed = cp.empty(dest.size, dtype)
+                rt.memcpyAsync(landed.data.ptr, pinned.ctypes.data, pinned.nbytes, rt.memcpyHostToDevice, st.ptr)
+                pointers[d] = landed.data.ptr
+                keep += [landed, pinned]
+        out = _reduce(c, kind, device_pointers(cp, pointers), len(D.devices), D.nb)
+        # The partials on the other devices stay allocated until the reduction has
+        # read them (their pool could otherwise hand the memory to a later call
+        # whose stream is not ordered after this one's reduction).
+        after = cp.cuda.Event(disable_timing=True)
+        after.record(st)
+        _keep(after, *keep)
+        return out
 
 
 _REDUCE_KERNELS: dict = {}
 
 
 def _reduce_kernel(kind: str, read_y: bool):
-    """out[i] = alpha * (sum of the partials' entry i, or the entry at pos[i])
-    (+ beta * y[i]): the whole reduction as one kernel on x's device (three
-    kernels and two temporaries as CuPy expressions, on every call's critical
-    path).  Without read_y, y is not an argument: beta = 0 never reads it."""
+    """out[i] = alpha * (the sum of the partials' entry i, or for "scatter" the
+    entry of global column i in its owner's partial) (+ beta * y[i]): the
+    whole reduction as one kernel on x's device, reading each partial through
+    its address (``parts[d]``, 0 for a device without columns; a peer's memory
+    over NVLink).  Without read_y, y is not an argument: beta = 0 never reads it.
+    Scatter: global column i lies in block b = i / nb, owned by device
+    b % ranks at its local column (b / ranks) nb + i % nb (distributed.py)."""
     key = (kind, read_y)
     kern = _REDUCE_KERNELS.get(key)
     if kern is None:
         cp = _cp()
-        gather = ("T acc = land[i];\n"
-                  "for (int p = 1; p < parts; ++p) acc += land[(long long)p * rows + i];\n"
-                  if kind == "sum" else "T acc = land[pos[i]];\n")
-        params = "raw T land, raw int64 pos, int32 parts, int64 rows, T alpha, T beta" + (", T y" if read_y else "")
+        if kind == "sum":
+            gather = ("T acc = T(0);\n"
+                      "bool first = true;\n"
+                      "for (int p = 0; p < ranks; ++p) {\n"
+                      "  const T* q = reinterpret_cast<const T*>(parts[p]);\n"
+                      "  if (q == nullptr) continue;\n"
+                      "  acc = first ? q[i] : acc + q[i];\n"
+                      "  first = false;\n"
+                      "}\n")
+        else:
+            gather = ("const long long b = (long long)i / nb;\n"
+                      "const T* q = reinterpret_cast<const T*>(parts[b % ranks]);\n"
+                      "T acc = q[(b / ranks) * nb + (long long)i % nb];\n")
+        params = "raw int64 parts, int32 ranks, int64 nb, T alpha, T beta" + (", T y" if read_y else "")
         body = gather + ("out = alpha * acc + beta * y;" if read_y else "out = alpha * acc;")
         kern = cp.ElementwiseKernel(params, "T out", body, f"batched_mgpu_reduce_{kind}{'_y' if read_y else ''}")
         _REDUCE_KERNELS[key] = kern
     return kern
 
 
-def _reduce(c: Call, land, parts: int, positions):
-    """The result from the landed partials (on x's device, current stream)."""
+def _reduce(c: Call, kind: str, parts, ranks: int, nb: int):
+    """The result from the partials at the addresses ``parts`` (a device int64
+    array, one entry per device of the matrix) on x's device, current stream."""
     cp = _cp()
-    kind = "sum" if positions is None else "scatter"
-    pos = positions if positions is not None else cp.empty(0, np.int64)
     out = c.out if c.out is not None else cp.empty((c.rows,), c.dtype)
-    args = (land, pos, np.int32(parts), np.int64(c.rows), c.dtype.type(c.alpha), c.dtype.type(c.beta))
+    args = (parts, np.int32(ranks), np.int64(nb), c.dtype.type(c.alpha), c.dtype.type(c.beta))
     if c.read_y:
         args += (c.y.astype(c.dtype, copy=False),)
     _reduce_kernel(kind, c.read_y)(*args, out)
     return out
-
-
-def _positions(D: DistributedMatrix, active, t: int):
-    """pos[g] = where global column g's output lies in the concatenated partials (cached on t)."""
-    key = ("positions", t)
-    pos = D._index_cache.get(key)
-    if pos is None:
-        order = np.concatenate([D.global_columns(d) for d in active])
-        host = np.empty(D.shape[1], np.int64)
-        host[order] = np.arange(order.size, dtype=np.int64)
-        cp = _cp()
-        with cp.cuda.Device(t):
-            pos = cp.asarray(host)
-        D._index_cache[key] = pos
-    return pos
 
 
 def _gemv_partial(c: Call, d: int, op: str, xd, dest, setting) -> None:
