@@ -42,7 +42,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _arrays as ar
-from .._batch import device_pointers
 from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
@@ -282,9 +281,10 @@ def _run_gpu(c: Call, kind: str, partial, length):
     with rows > 0, alpha != 0 and a non-empty inner dimension.
     """
     cp = _cp()
+    import cupyx  # pinned staging buffers
+
     rt = cp.cuda.runtime
     D, dtype = c.D, c.dtype
-    item = dtype.itemsize
     active = _active(D)
     host_target = c.xp is np
     if host_target:
@@ -320,8 +320,6 @@ def _run_gpu(c: Call, kind: str, partial, length):
             partial(d, xd, dest)
             pinned = None
             if host_target or (dev != t and not peers[dev]):  # through pinned host memory
-                import cupyx
-
                 pinned = cupyx.empty_pinned((dest.size,), dtype)
                 rt.memcpyAsync(pinned.ctypes.data, dest.data.ptr, dest.nbytes, rt.memcpyDeviceToHost, sd.ptr)
             ev = cp.cuda.Event(disable_timing=True)
@@ -351,7 +349,16 @@ def _run_gpu(c: Call, kind: str, partial, length):
                 rt.memcpyAsync(landed.data.ptr, pinned.ctypes.data, pinned.nbytes, rt.memcpyHostToDevice, st.ptr)
                 pointers[d] = landed.data.ptr
                 keep += [landed, pinned]
-        out = _reduce(c, kind, device_pointers(cp, pointers), len(D.devices), D.nb)
+        # The addresses go up through pinned memory, asynchronously: a pageable
+        # upload (cupy.asarray) blocks the host until S_t has reached it, i.e.
+        # until every partial is done, and the next call could not be queued
+        # ahead (H200 x4, DGEMV N 98304 over four GPUs: 4985-5084 us against 4536).
+        staged = cupyx.empty_pinned((len(pointers),), np.int64)
+        staged[:] = pointers
+        parts = cp.empty(len(pointers), np.int64)
+        rt.memcpyAsync(parts.data.ptr, staged.ctypes.data, staged.nbytes, rt.memcpyHostToDevice, st.ptr)
+        keep += [staged, parts]
+        out = _reduce(c, kind, parts, len(D.devices), D.nb)
         # The partials on the other devices stay allocated until the reduction has
         # read them (their pool could otherwise hand the memory to a later call
         # whose stream is not ordered after this one's reduction).
