@@ -230,7 +230,7 @@ def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="print the plan; needs neither dask_cuda nor a GPU")
     ap.add_argument("--quick", action="store_true", help="0.25 GB per GPU (smoke run); writes dask_batches_quick.json")
-    ap.add_argument("--gpus", type=lambda t: sorted({int(v) for v in t.split(",") if v}), default=[2],
+    ap.add_argument("--gpus", type=harness.gpu_counts, default=[2],
                     help="workers of the multi-GPU clusters, e.g. 2,4 (default 2)")
     ap.add_argument("--gb-per-gpu", type=float, default=4.0,
                     help="GB of operands per GPU at the largest --gpus (default 4)")
@@ -275,7 +275,7 @@ def main(argv=None) -> list:
     import distributed
 
     out_dir = args.results_dir or harness.RESULTS
-    folder = out_dir / (harness.gpu_dirname(info["name"]) + (f"-x{args.gpus[-1]}" if args.gpus[-1] > 2 else ""))
+    folder = out_dir / harness.gpu_dirname(info["name"], args.gpus[-1])
     folder.mkdir(parents=True, exist_ok=True)
     doc = harness.result_document(info, {}, rows, extra={
         "dask": dask.__version__, "distributed": distributed.__version__, "dask_cuda": dask_cuda.__version__,

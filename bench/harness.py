@@ -217,8 +217,17 @@ def device_info() -> dict:
             "cc": f"{props['major']}.{props['minor']}"}
 
 
-def gpu_dirname(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name.replace(" ", "_"))
+def gpu_dirname(name: str, gpus: int = 1) -> str:
+    """The results folder of a GPU model; a run on more than two GPUs of one
+    host gets a folder of its own, ``<gpu>-x<gpus>`` (two-GPU runs keep the
+    model's folder, as the first nvidia-h200-x2 results did)."""
+    base = "".join(c if c.isalnum() or c in "-_." else "_" for c in name.replace(" ", "_"))
+    return base + (f"-x{gpus}" if gpus > 2 else "")
+
+
+def gpu_counts(text: str) -> list[int]:
+    """``--gpus 2,4``: the GPU (worker) counts of a multi-GPU benchmark, ascending."""
+    return sorted({int(v) for v in text.split(",") if v})
 
 
 _KERNEL_SOURCE = r"""

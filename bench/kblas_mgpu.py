@@ -321,7 +321,7 @@ def _large(text: str) -> tuple[int, int]:
 
 def main(argv=None, print_table: bool = True) -> list:
     p = argparse.ArgumentParser(description="batched.kblas on several GPUs (DistributedMatrix)")
-    p.add_argument("--gpus", type=_ints, default=[2], help="GPU counts of the distributed runs, e.g. 2,4 (default 2)")
+    p.add_argument("--gpus", type=harness.gpu_counts, default=[2], help="GPU counts of the distributed runs, e.g. 2,4 (default 2)")
     p.add_argument("--sizes", type=_ints, default=list(SIZES), help="orders of the scaling part")
     p.add_argument("--large", type=_large, action="append", default=None,
                    help=f"N:G, an in-place float64 matrix of order N over G GPUs (repeatable; "
@@ -331,7 +331,7 @@ def main(argv=None, print_table: bool = True) -> list:
     p.add_argument("--skip-large", action="store_true", help="leave out the in-place cases")
     p.add_argument("--results-dir", type=Path, default=None)
     args = p.parse_args(argv)
-    counts = sorted(set(args.gpus))
+    counts = args.gpus
     if not counts or counts[0] < 1:
         p.error("--gpus takes positive GPU counts")
     large = [(n, g or counts[-1]) for n, g in (args.large or [(LARGE_N, 0)])]
@@ -366,7 +366,7 @@ def main(argv=None, print_table: bool = True) -> list:
     if single_gemv_gbps is None and any(c.part == "large" for c in cases):
         print("note: no single-GPU DGEMV N row ran; fraction_of_gpus_x_single_gemv left out")
 
-    folder = harness.gpu_dirname(info["name"]) + (f"-x{need}" if need > 2 else "")
+    folder = harness.gpu_dirname(info["name"], need)
     out_dir = (args.results_dir or harness.RESULTS) / folder
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / ("kblas_mgpu_quick.json" if args.quick else "kblas_mgpu.json")
