@@ -2,12 +2,17 @@
 
 Validating and planning a call (dtypes, broadcasting, strides, orientation,
 setting, grid, accessor structs) costs far more host time than launching the
-kernel.  All of it depends only on the operands' shapes, strides, dtypes and
-device, the letters, the setting and whether alpha and beta are zero.  So
+kernel.  All of it depends only on the operands' shapes, strides, dtypes,
+device and alignment (address modulo 128), the letters, the setting and whether alpha and beta are zero.  So
 after a successful call on plain CuPy arrays, the launch is kept under that
 signature; a later call with the same signature launches the same kernel with
 the same grid and arguments, replacing only the operand pointers and the
-scalars.
+scalars.  Whether a scalar is zero decides the launch flags (y unread when
+beta == 0, A and x unread when alpha == 0), and it is decided on the scalar
+converted to the operands' precision: 1e-50 is not zero but float32(1e-50)
+is.  So the signature holds the zero tests of the Python values and the plan
+those of the converted values it was made with; a call whose converted scalars
+test otherwise takes the full path (and keeps its own plan).
 
 A call is kept only when every pointer the kernel reads or writes is the data
 pointer of one of the call's own arrays (no temporary copy, no private
@@ -32,7 +37,10 @@ _SCALAR_TYPES = (int, float, complex)
 
 def signature(arrays, extra):
     """The plan key of a call, or None when a plan cannot apply (an operand that
-    is not a plain CuPy array, or scalars and letters that are not plain values)."""
+    is not a plain CuPy array, or scalars and letters that are not plain values).
+    Each array's address modulo 128 is part of it: GEMV's tall tiles count a
+    matrix's row tiles from its 128-byte row origin, so a plan made on aligned
+    matrices launches one tile too few for a view one element further on."""
     cp = ar.cupy_or_none()
     if cp is None:
         return None
@@ -41,7 +49,7 @@ def signature(arrays, extra):
         if a is None:
             sig.append(None)
         elif type(a) is cp.ndarray:
-            sig.append((a.shape, a.strides, a.dtype.char, a.data.device_id))
+            sig.append((a.shape, a.strides, a.dtype.char, a.data.device_id, a.data.ptr % 128))
         else:
             return None
     sig.append(cp.cuda.runtime.getDevice())
@@ -77,10 +85,13 @@ class Plan:
     scalar_slots: tuple   # argument indices of alpha and beta
     shape: tuple          # of a new result
     dtype: np.dtype
+    zeros: tuple          # (alpha == 0, beta == 0) of the recorded call's converted scalars
 
     def scalars(self, alpha, beta):
         """alpha, beta converted to the kernel's type; None when either needs the full
-        check (not finite, or complex with a real dtype): the caller then takes the slow path."""
+        check (not finite, or complex with a real dtype) or is zero where the recorded
+        one was not, or the other way round (the launch flags differ): the caller then
+        takes the full path."""
         out = []
         for v in (alpha, beta):
             if type(v) is complex:
@@ -89,6 +100,8 @@ class Plan:
             elif not math.isfinite(v):
                 return None
             out.append(self.dtype.type(v))
+        if (out[0] == 0, out[1] == 0) != self.zeros:
+            return None
         return out
 
     def launch(self, operands, alpha, beta) -> None:
@@ -121,8 +134,9 @@ def record(key, kernel, grid, block, shared_mem, args, operands, scalar_slots, s
                 return  # a temporary copy: not reproducible
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
+    zeros = tuple(bool(args[i] == 0) for i in scalar_slots)
     _plans[key] = Plan(kernel, grid, block, shared_mem, tuple(args), tuple(sources), scalar_slots,
-                       tuple(shape), np.dtype(dtype))
+                       tuple(shape), np.dtype(dtype), zeros)
 
 
 def replay(plan, inputs, added, out, alpha, beta):

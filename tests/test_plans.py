@@ -95,3 +95,59 @@ def test_non_finite_alpha_still_raises_after_a_plan_exists():
         bt.gemv(A, x, alpha=float("inf"))
     with pytest.raises(TypeError):
         bt.gemv(A, x, alpha=1j)
+
+
+# Scalars that are not zero as Python numbers but are in the operands' precision
+# (1e-50 in float32 / complex64): the launch flags follow the converted value, so a
+# plan made with one must not serve a call with a normal value, nor the other way
+# round.  Before the fix a replay dropped beta * y (or alpha * A x) of the next call.
+TINY = 1e-50
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=str)
+@pytest.mark.parametrize("routine", ["gemv", "gemm"])
+@pytest.mark.parametrize("which", ["alpha", "beta"])
+def test_replay_follows_scalars_that_underflow_in_the_operands_precision(dtype, routine, which):
+    import cupy as cp
+
+    rng = rng_for("plan-tiny", str(np.dtype(dtype)), routine, which)
+    A = random_array(rng, (4, 6, 6), dtype)
+    B = random_array(rng, (4, 6) if routine == "gemv" else (4, 6, 6), dtype)
+    nan_y = np.full(B.shape, np.nan, dtype)
+    normal = {"alpha": 1.5, "beta": -0.5}
+    tiny = dict(normal, **{which: TINY})
+    # the tiny value is zero in the operands' precision: the operand it scales is not read
+    # (NaN there must not show), in either order of the plan's first and second use.
+    for first, second in ((tiny, normal), (normal, tiny), (tiny, normal)):
+        plans.clear()
+        for scalars in (first, second, second):
+            C = nan_y if scalars is tiny and which == "beta" else random_array(rng, B.shape, dtype)
+            A_in = np.full(A.shape, np.nan, dtype) if scalars is tiny and which == "alpha" else A
+            call = bt.gemv if routine == "gemv" else bt.gemm
+            got = to_np(call(to_xp(cp, A_in), to_xp(cp, B), to_xp(cp, C), **scalars))
+            alpha = 0.0 if scalars is tiny and which == "alpha" else scalars["alpha"]
+            beta = 0.0 if scalars is tiny and which == "beta" else scalars["beta"]
+            ratio = (gemv_error_ratio(got, A_in, B, C, alpha, beta, "N") if routine == "gemv"
+                     else gemm_error_ratio(got, A_in, B, C, alpha, beta, "N", "N"))
+            assert ratio < THRESHOLD, (first, second, scalars)
+        assert plans._plans, "no plan was kept"
+
+
+@pytest.mark.parametrize("setting", [s for s in bt.GEMV_SETTINGS if s.tall], ids=str)
+def test_gemv_replay_on_a_differently_aligned_view_writes_every_row(setting):
+    """Tall tiles start each matrix's rows at its 128-byte row origin: a plan made on
+    aligned matrices must not serve views one element further on (one tile short)."""
+    import cupy as cp
+
+    plans.clear()
+    rows = setting.tall_rows(8) - 8  # one row tile at offset 0, two at offset 12 (12 + rows > a tile)
+    rng = rng_for("plan-align", str(setting))
+    x = random_array(rng, (2, 16), np.float64)
+    for offset in (0, 12, 0, 12):
+        A = random_array(rng, (2, 16, rows + 12), np.float64)  # per-matrix column-major, ld = rows + 12
+        big = to_xp(cp, A)
+        view = cp.swapaxes(big[..., offset:offset + rows], -1, -2)  # (2, rows, 16), matrices 128 k bytes apart
+        out = nan_like_out(cp, (2, rows), np.float64)
+        got = bt.gemv(view, to_xp(cp, x), out=out, setting=setting)
+        ref_A = np.swapaxes(A[..., offset:offset + rows], -1, -2)
+        assert gemv_error_ratio(to_np(got), ref_A, x, None, 1.0, 0.0, "N") < THRESHOLD, offset
