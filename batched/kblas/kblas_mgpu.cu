@@ -13,10 +13,10 @@
 // part_C += B^H x_R (B^T for SYMV).  Diagonal tiles are mirrored in shared
 // memory.  Summing the partials of all devices gives A x.
 //
-// The algorithm is the single-GPU one (kblas_symv.cu): both stages are thin
-// wrappers around bdf::kblas_symv_diag and bdf::kblas_symv_offdiag of
-// kblas.cuh, here with the tile map bdf::CyclicTiles and the output policy
-// bdf::PartialOutput (plain stores and atomics into `part`, no alpha or beta).
+// The algorithm is the single-GPU one (kblas_symv.cu): the kernel calls
+// bdf::kblas_symv_diag and bdf::kblas_symv_offdiag of kblas.cuh, here with the
+// tile map bdf::CyclicTiles and output policies that add atomically into
+// `part` (no alpha or beta).
 //
 // Index spaces (bdf::CyclicTiles).  The local matrix of device `rank` (of
 // `ranks`) is column-major with leading dimension lda, n rows (global row =
@@ -29,13 +29,19 @@
 // with 128-byte aligned columns, so no alignment shift is needed).  x is
 // contiguous and indexed globally.
 //
-// 1. kblas_symv_mgpu_diag_kernel: one block per local tile column: stores
-//    part[G*NB + r] = (A_GG x_G)[r] (plain stores; each global row index lies in
-//    at most one diagonal tile of this device, and part was zeroed before).
-// 2. kblas_symv_mgpu_offdiag_kernel, after (1) on the same stream: block
-//    (tile column c, part p) walks its share of the row tiles of the stored
-//    triangle (R > G lower, R < G upper), adding B x_C to part_R with atomics
-//    tile by tile and B^H x_R, accumulated over the walk, to part_C once.
+// One kernel, kblas_symv_mgpu_kernel, with (local tile columns) x (parts + 1)
+// blocks: the first tiles * parts blocks (tile column c, part p) walk their share
+// of the row tiles of the stored triangle (R > G lower, R < G upper), adding
+// B x_C to part_R with atomics tile by tile and B^H x_R, accumulated over the
+// walk, to part_C once; the last `tiles` blocks each add one diagonal tile's
+// A_GG x_G.  part is zeroed before the launch, so every contribution is an
+// atomic add and the two kinds of block may finish in any order.
+//
+// Why one launch: on two H200s at n = 16384 a device's share of DSYMV is about
+// 130 us, and the diagonal kernel that used to run first (plain stores, then
+// the off-diagonal kernel on the same stream) sat on the critical path with its
+// own ramp and tail; here the light diagonal blocks come last and fill the
+// off-diagonal walks' tail.
 #include "common.cuh"
 #include "kblas.cuh"
 
@@ -48,17 +54,13 @@ __device__ __forceinline__ bdf::KblasSymvFlags mgpu_flags(int flags) {
   return {bool(flags & KBLAS_MGPU_LOWER), bool(flags & KBLAS_MGPU_HERMITIAN), false};
 }
 
-template <typename T, int NB, int Q>
-__global__ void __launch_bounds__(NB * Q)
-kblas_symv_mgpu_diag_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb,
-                            int ranks, int rank, int flags, const T* __restrict__ x, T* part) {
-  __shared__ __align__(16) unsigned char smem[bdf::kblas_symv_diag_bytes<T, NB, Q>()];
-  const bdf::CyclicTiles<NB> tiles{n, local_cols, nb, ranks, rank};
-  bdf::kblas_symv_diag<T, NB, Q>(A, lda, tiles, blockIdx.x, x, 1, bdf::PartialOutput<T>{part},
-                                 mgpu_flags(flags), smem);
-}
+// Diagonal tiles add into the zeroed partial like the off-diagonal ones: in one
+// launch they may land before, between or after the off-diagonal tiles' atomics.
+template <typename T> struct PartialAddOutput : bdf::PartialOutput<T> {
+  __device__ __forceinline__ void store(int i, T r) const { this->add(i, r); }
+};
 
-// Blocks per SM the off-diagonal kernel is held to (0: ptxas's own choice).  The
+// Blocks per SM the kernel is held to (0: ptxas's own choice).  The
 // cyclic tile map costs ptxas registers that the single-GPU kernel does not spend:
 // double 32 x 4 took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
 // instead of five, and on an H200 (probe, n = 32768 and 65536 on one rank, where the
@@ -69,15 +71,25 @@ kblas_symv_mgpu_diag_kernel(const T* __restrict__ A, long long lda, int n, int l
 template <typename T, int NB, int Q> struct MgpuOffdiagMinBlocks { static constexpr int value = 0; };
 template <> struct MgpuOffdiagMinBlocks<double, 32, 4> { static constexpr int value = 5; };
 
-// Launched after kblas_symv_mgpu_diag_kernel on the same stream, with
-// (local tile columns) x parts blocks.
+template <typename T, int NB, int Q> __host__ __device__ constexpr int mgpu_symv_bytes() {
+  return bdf::kblas_symv_diag_bytes<T, NB, Q>() > bdf::kblas_symv_offdiag_bytes<T, NB, Q>()
+             ? bdf::kblas_symv_diag_bytes<T, NB, Q>()
+             : bdf::kblas_symv_offdiag_bytes<T, NB, Q>();
+}
+
+// (local tile columns) x (parts + 1) blocks; part zeroed before the launch.  The
+// branch is uniform over a block, so each stage's barriers are reached by all of it.
 template <typename T, int NB, int Q>
 __global__ void __launch_bounds__(NB * Q, (MgpuOffdiagMinBlocks<T, NB, Q>::value))
-kblas_symv_mgpu_offdiag_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb,
-                               int ranks, int rank, int flags, const T* __restrict__ x, T* part,
-                               int parts) {
-  __shared__ __align__(16) unsigned char smem[bdf::kblas_symv_offdiag_bytes<T, NB, Q>()];
+kblas_symv_mgpu_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb, int ranks,
+                       int rank, int flags, const T* __restrict__ x, T* part, int parts) {
+  __shared__ __align__(16) unsigned char smem[mgpu_symv_bytes<T, NB, Q>()];
   const bdf::CyclicTiles<NB> tiles{n, local_cols, nb, ranks, rank};
-  bdf::kblas_symv_offdiag<T, NB, Q>(A, lda, tiles, blockIdx.x, parts, x, 1, bdf::PartialOutput<T>{part},
-                                    mgpu_flags(flags), smem);
+  const int walks = tiles.count() * parts;
+  if (int(blockIdx.x) < walks)
+    bdf::kblas_symv_offdiag<T, NB, Q>(A, lda, tiles, blockIdx.x, parts, x, 1, bdf::PartialOutput<T>{part},
+                                      mgpu_flags(flags), smem);
+  else
+    bdf::kblas_symv_diag<T, NB, Q>(A, lda, tiles, blockIdx.x - walks, x, 1, PartialAddOutput<T>{{part}},
+                                   mgpu_flags(flags), smem);
 }

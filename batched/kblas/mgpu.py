@@ -57,14 +57,13 @@ _LOWER, _HERMITIAN = 1, 2
 _FALLBACK = KblasSetting(32, 4)
 
 
-def kernel_names(dtype, setting: KblasSetting) -> tuple[str, str]:
-    """(diagonal kernel, off-diagonal kernel) of one dtype and setting."""
-    args = f"{cm.ctype(dtype)}, {setting.template_args()}"
-    return f"kblas_symv_mgpu_diag_kernel<{args}>", f"kblas_symv_mgpu_offdiag_kernel<{args}>"
+def kernel_name(dtype, setting: KblasSetting) -> str:
+    """The multi-GPU SYMV / HEMV kernel of one dtype and setting."""
+    return f"kblas_symv_mgpu_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
 
 
-build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS if s.fits("symv", dt)
-                        for name in kernel_names(dt, s)])
+build.register(SOURCE, [kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
+                        if s.fits("symv", dt)])
 
 
 @dataclass
@@ -146,7 +145,7 @@ def symv(D, x, y, alpha, beta, lower, out, setting, hermitian):
     if early is not None:
         return early
     return _run_gpu(c, "sum", lambda d, xd, dest: _symv_partial(c, d, lower, herm, xd, dest, kernel_setting),
-                    lambda d: n)
+                    lambda d: n, zeroed=True)
 
 
 def _active(D) -> list[int]:
@@ -272,13 +271,15 @@ def _keep(event, *objects) -> None:
     _pending.append((event, objects))
 
 
-def _run_gpu(c: Call, kind: str, partial, length):
+def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
     """Partials on every device's stream, then the reduction on x's device.
 
     ``partial(d, xd, dest)`` enqueues device d's partial product into ``dest``
     (on that device, current stream S_d) given x on that device (``xd``,
-    contiguous, of the result dtype); ``length(d)`` is its length.  Called
-    with rows > 0, alpha != 0 and a non-empty inner dimension.
+    contiguous, of the result dtype); ``length(d)`` is its length.  With
+    ``zeroed``, dest is zeroed first, before S_d waits for x (a memset off
+    the critical path).  Called with rows > 0, alpha != 0 and a non-empty
+    inner dimension.
     """
     cp = _cp()
     import cupyx  # pinned staging buffers
@@ -305,6 +306,8 @@ def _run_gpu(c: Call, kind: str, partial, length):
         sd = _stream(dev)
         with cp.cuda.Device(dev), sd:
             dest = cp.empty(length(d), dtype)  # before the wait: nothing to order
+            if zeroed:  # a memset, not a fill kernel: dest is contiguous
+                rt.memsetAsync(dest.data.ptr, 0, dest.nbytes, sd.ptr)
             # x on this device, after the caller's work on x (the start event).
             if host_target:
                 xd = cp.empty(c.inner, dtype)
@@ -452,13 +455,8 @@ def _symv_partial(c: Call, d: int, lower: bool, herm: bool, xd, dest, setting) -
     ld = local.strides[1] // local.itemsize
     s, tiles = symv_plan(n, local.shape[1], c.dtype, setting, cm.sm_count())
     flags = (_LOWER if lower else 0) | (_HERMITIAN if herm else 0)
-    diag, offdiag = kernel_names(c.dtype, s)
-    # Rows outside this device's diagonal tiles receive only atomics: zeroed first
-    # (a memset, not a fill kernel; dest is contiguous).
-    cp.cuda.runtime.memsetAsync(dest.data.ptr, 0, dest.nbytes, cp.cuda.get_current_stream().ptr)
+    # dest was zeroed by _run_gpu (every tile adds into it atomically).
     args = (np.uint64(local.data.ptr), np.int64(ld), np.int32(n), np.int32(local.shape[1]), np.int32(D.nb),
             np.int32(len(D.devices)), np.int32(d), np.int32(flags), np.uint64(xd.data.ptr),
-            np.uint64(dest.data.ptr))
-    cm.launch(SOURCE, diag, tiles, s.threads, args)
-    if n > s.nb:  # off-diagonal tiles exist; after the diagonal kernel on the same stream
-        cm.launch(SOURCE, offdiag, tiles * s.parts, s.threads, (*args, np.int32(s.parts)))
+            np.uint64(dest.data.ptr), np.int32(s.parts))
+    cm.launch(SOURCE, kernel_name(c.dtype, s), tiles * (s.parts + 1), s.threads, args)
