@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _arrays as ar
+from .._batch import device_pointers
 from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
@@ -352,15 +353,12 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
                 rt.memcpyAsync(landed.data.ptr, pinned.ctypes.data, pinned.nbytes, rt.memcpyHostToDevice, st.ptr)
                 pointers[d] = landed.data.ptr
                 keep += [landed, pinned]
-        # The addresses go up through pinned memory, asynchronously: a pageable
-        # upload (cupy.asarray) blocks the host until S_t has reached it, i.e.
-        # until every partial is done, and the next call could not be queued
-        # ahead (H200 x4, DGEMV N 98304 over four GPUs: 4985-5084 us against 4536).
-        staged = cupyx.empty_pinned((len(pointers),), np.int64)
-        staged[:] = pointers
-        parts = cp.empty(len(pointers), np.int64)
-        rt.memcpyAsync(parts.data.ptr, staged.ctypes.data, staged.nbytes, rt.memcpyHostToDevice, st.ptr)
-        keep += [staged, parts]
+        # The addresses go up through pinned memory, asynchronously (a pageable
+        # upload blocks the host until S_t has reached it, i.e. until every
+        # partial is done: H200 x4, DGEMV N 98304 over four GPUs 4985-5084 us
+        # against 4536), and repeated addresses reuse their upload.
+        parts = device_pointers(cp, pointers)
+        keep.append(parts)
         out = _reduce(c, kind, parts, len(D.devices), D.nb)
         # The partials on the other devices stay allocated until the reduction has
         # read them (their pool could otherwise hand the memory to a later call
