@@ -364,6 +364,14 @@ def _pick(outputs, k):
     return outputs[k]
 
 
+def _output_axes(out, nb: int, first: int, base_meta):
+    """(blockwise index, new_axes, meta) of an output shaped like the probe's ``out``:
+    batch axes 0 .. nb-1, core axes (whole, new to blockwise) numbered from ``first``."""
+    core = out.shape[nb:]
+    core_index = tuple(range(first, first + len(core)))
+    return tuple(range(nb)) + core_index, dict(zip(core_index, core)), _meta(base_meta, nb + len(core), out.dtype)
+
+
 def dask_call(fn, spec: Spec, args, kwargs):
     """``fn(*args, **kwargs)`` with Dask array operands: lazy Dask outputs, one task per chunk."""
     import dask.array as da
@@ -419,11 +427,9 @@ def dask_call(fn, spec: Spec, args, kwargs):
     token = tokenize(getattr(fn, "__module__", ""), name, *pairs,
                      sorted((k, repr(v)) for k, v in call.arguments.items()))
     if bare:  # one array out: the chunk's task is the output's block (no getitem task per chunk)
-        core = outs[0].shape[nb:]
-        core_index = tuple(range(next_index, next_index + len(core)))  # past the operands' core indices
-        return da.blockwise(call, tuple(range(nb)) + core_index, *pairs, concatenate=False,
-                            new_axes=dict(zip(core_index, core)), name=f"{name}-{token}",
-                            meta=_meta(base_meta, nb + len(core), outs[0].dtype))
+        index, new_axes, meta = _output_axes(outs[0], nb, next_index, base_meta)  # past the operands' core indices
+        return da.blockwise(call, index, *pairs, concatenate=False, new_axes=new_axes, name=f"{name}-{token}",
+                            meta=meta)
     tasks = da.blockwise(call, tuple(range(nb)), *pairs, concatenate=False, name=f"{name}-chunk-{token}",
                          meta=np.empty((0,) * nb, dtype=object))
 
@@ -432,12 +438,9 @@ def dask_call(fn, spec: Spec, args, kwargs):
         if not arr:
             final.append(out)
             continue
-        core = out.shape[nb:]
-        core_index = tuple(range(nb, nb + len(core)))
-        final.append(da.blockwise(
-            _pick, tuple(range(nb)) + core_index, tasks, tuple(range(nb)), k, None,
-            new_axes=dict(zip(core_index, core)), name=f"{name}-{k}-{token}",
-            meta=_meta(base_meta, nb + len(core), out.dtype)))
+        index, new_axes, meta = _output_axes(out, nb, nb, base_meta)
+        final.append(da.blockwise(_pick, index, tasks, tuple(range(nb)), k, None, new_axes=new_axes,
+                                  name=f"{name}-{k}-{token}", meta=meta))
         k += 1
     if single:
         return final[0]
