@@ -5,7 +5,6 @@
 #include "kblas.cuh"
 #include "layouts.cuh"
 #include "stage.cuh"
-#include "vector.cuh"
 
 // Launch flags (uniform over a launch).
 #define GEMV_CONJ 1          // op(A) conjugates

@@ -12,6 +12,10 @@ enum Op : int { OP_N = 0, OP_T = 1, OP_C = 2, OP_R = 3 };
 __host__ __device__ constexpr bool op_transposes(int op) { return op == OP_T || op == OP_C; }
 __host__ __device__ constexpr bool op_conjugates(int op) { return op == OP_C || op == OP_R; }
 
+// Is T one of CuPy's complex types?
+template <typename T> constexpr bool is_complex_v = false;
+template <typename R> constexpr bool is_complex_v<complex<R>> = true;
+
 template <typename T> __device__ __forceinline__ T conj_if(T a, bool) { return a; }
 template <typename R>
 __device__ __forceinline__ complex<R> conj_if(complex<R> a, bool c) { return c ? conj(a) : a; }

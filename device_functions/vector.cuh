@@ -30,8 +30,6 @@ template <typename T> __device__ __forceinline__ T real_part(T a) { return a; }
 template <typename R> __device__ __forceinline__ R real_part(complex<R> a) { return a.real(); }
 template <typename T> __device__ __forceinline__ T imag_part(T) { return T(0); }
 template <typename R> __device__ __forceinline__ R imag_part(complex<R> a) { return a.imag(); }
-template <typename T> constexpr bool is_complex_v = false;
-template <typename R> constexpr bool is_complex_v<complex<R>> = true;
 
 // |re| + |im|: BLAS's measure in asum and iamax.
 template <typename T> __device__ __forceinline__ typename real_of<T>::type abs1(T a) {
