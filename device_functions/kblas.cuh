@@ -502,7 +502,8 @@ __device__ __forceinline__ void kblas_gemv_t_segment(KblasGemvShared<T, NB, Q>& 
 //                cols().edge<NB>(c) picks the checked loads of tile column c)
 //   count()      tile columns: the grid of the diagonal stage
 // and an output policy where the results go:
-//   store(i, v)  the diagonal stage's plain store of (A_GG x_G)[i] (initialises i)
+//   store(i, v)  the diagonal stage's (A_GG x_G)[i]: initialises i (one GPU, where the
+//                off-diagonal stage runs after it), or adds atomically (PartialOutput)
 //   add(i, v)    the off-diagonal stage's atomic add of a contribution to index i
 
 // The whole matrix on one GPU (local = global), tiles counted from the alignment
@@ -538,10 +539,12 @@ template <int NB> struct CyclicTiles {
 };
 
 // A device's partial vector of the multi-GPU SYMV (zeroed by the launcher): no alpha,
-// no beta, unit stride; they are applied when the partials are summed.
+// no beta, unit stride; they are applied when the partials are summed.  The diagonal
+// tiles' store adds too: one launch runs both stages, so a diagonal tile may land
+// before, between or after the off-diagonal tiles' atomics on its rows.
 template <typename T> struct PartialOutput {
   T* part;
-  __device__ __forceinline__ void store(int i, T r) const { part[i] = r; }
+  __device__ __forceinline__ void store(int i, T r) const { atomic_add(part + i, r); }
   __device__ __forceinline__ void add(int i, T r) const { atomic_add(part + i, r); }
 };
 

@@ -15,8 +15,8 @@
 //
 // The algorithm is the single-GPU one (kblas_symv.cu): the kernel calls
 // bdf::kblas_symv_diag and bdf::kblas_symv_offdiag of kblas.cuh, here with the
-// tile map bdf::CyclicTiles and output policies that add atomically into
-// `part` (no alpha or beta).
+// tile map bdf::CyclicTiles and the output policy bdf::PartialOutput, which adds
+// atomically into `part` (no alpha or beta).
 //
 // Index spaces (bdf::CyclicTiles).  The local matrix of device `rank` (of
 // `ranks`) is column-major with leading dimension lda, n rows (global row =
@@ -54,12 +54,6 @@ __device__ __forceinline__ bdf::KblasSymvFlags mgpu_flags(int flags) {
   return {bool(flags & KBLAS_MGPU_LOWER), bool(flags & KBLAS_MGPU_HERMITIAN), false};
 }
 
-// Diagonal tiles add into the zeroed partial like the off-diagonal ones: in one
-// launch they may land before, between or after the off-diagonal tiles' atomics.
-template <typename T> struct PartialAddOutput : bdf::PartialOutput<T> {
-  __device__ __forceinline__ void store(int i, T r) const { this->add(i, r); }
-};
-
 // Blocks per SM the kernel is held to (0: ptxas's own choice).  The
 // cyclic tile map costs ptxas registers that the single-GPU kernel does not spend:
 // double 32 x 4 took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
@@ -90,6 +84,6 @@ kblas_symv_mgpu_kernel(const T* __restrict__ A, long long lda, int n, int local_
     bdf::kblas_symv_offdiag<T, NB, Q>(A, lda, tiles, blockIdx.x, parts, x, 1, bdf::PartialOutput<T>{part},
                                       mgpu_flags(flags), smem);
   else
-    bdf::kblas_symv_diag<T, NB, Q>(A, lda, tiles, blockIdx.x - walks, x, 1, PartialAddOutput<T>{{part}},
+    bdf::kblas_symv_diag<T, NB, Q>(A, lda, tiles, blockIdx.x - walks, x, 1, bdf::PartialOutput<T>{part},
                                    mgpu_flags(flags), smem);
 }
