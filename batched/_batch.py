@@ -18,9 +18,16 @@ from . import _arrays as ar
 from . import _launch as ln
 
 
-# Pinned staging buffers of uploads still in flight, each with an event recorded
-# after its copy: the pinned pool may hand a buffer out again once it is freed.
-_STAGED: list = []
+# (event, objects): buffers that asynchronous GPU work still reads or writes (pinned
+# staging of an upload, a multi-GPU call's partials), referenced until the event
+# recorded after that work has fired; a pool could otherwise hand the memory out again.
+_KEPT: list = []
+
+
+def keep_until(event, *objects) -> None:
+    """Keep ``objects`` alive until ``event`` has fired (checked at the next call)."""
+    _KEPT[:] = [(e, o) for e, o in _KEPT if not e.done]
+    _KEPT.append((event, objects))
 
 
 def upload_int64(xp, values):
@@ -43,8 +50,7 @@ def upload_int64(xp, values):
         rt.memcpyAsync(arr.data.ptr, staged.ctypes.data, host.nbytes, rt.memcpyHostToDevice, stream.ptr)
         done = xp.cuda.Event(disable_timing=True)
         done.record(stream)
-        _STAGED[:] = [(e, b) for e, b in _STAGED if not e.done]
-        _STAGED.append((done, staged))
+        keep_until(done, staged)
     return arr
 
 

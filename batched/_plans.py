@@ -3,11 +3,11 @@
 Validating and planning a call (dtypes, broadcasting, strides, orientation,
 setting, grid, accessor structs) costs far more host time than launching the
 kernel.  All of it depends only on the operands' shapes, strides, dtypes,
-device and alignment (address modulo 128), the letters, the setting and whether alpha and beta are zero.  So
-after a successful call on plain CuPy arrays, the launch is kept under that
-signature; a later call with the same signature launches the same kernel with
-the same grid and arguments, replacing only the operand pointers and the
-scalars.  Whether a scalar is zero decides the launch flags (y unread when
+device and alignment (address modulo 128), the letters, the setting and
+whether alpha and beta are zero.  So after a successful call on plain CuPy
+arrays, the launch is kept under that signature; a later call with the same
+signature launches the same kernel with the same grid and arguments, replacing
+only the operand pointers and the scalars.  Whether a scalar is zero decides the launch flags (y unread when
 beta == 0, A and x unread when alpha == 0), and it is decided on the scalar
 converted to the operands' precision: 1e-50 is not zero but float32(1e-50)
 is.  So the signature holds the zero tests of the Python values and the plan

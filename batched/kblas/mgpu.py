@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _arrays as ar
-from .._batch import device_pointers
+from .._batch import device_pointers, keep_until
 from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
@@ -233,7 +233,6 @@ def _cp():
 
 _streams: dict = {}
 _peer: dict = {}
-_pending: list = []  # (event, objects kept alive until it fires)
 
 
 def _stream(dev: int):
@@ -265,11 +264,6 @@ def peer_access(dst: int, src: int) -> bool:
                         pass
         _peer[key] = ok
     return ok
-
-
-def _keep(event, *objects) -> None:
-    _pending[:] = [(e, o) for e, o in _pending if not e.done]
-    _pending.append((event, objects))
 
 
 def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
@@ -365,7 +359,7 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
         # whose stream is not ordered after this one's reduction).
         after = cp.cuda.Event(disable_timing=True)
         after.record(st)
-        _keep(after, *keep)
+        keep_until(after, *keep)
         return out
 
 
