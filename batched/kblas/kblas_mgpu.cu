@@ -54,16 +54,16 @@ __device__ __forceinline__ bdf::KblasSymvFlags mgpu_flags(int flags) {
   return {bool(flags & KBLAS_MGPU_LOWER), bool(flags & KBLAS_MGPU_HERMITIAN), false};
 }
 
-// Blocks per SM the kernel is held to (0: ptxas's own choice).  The
-// cyclic tile map costs ptxas registers that the single-GPU kernel does not spend:
-// double 32 x 4 took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
+// Blocks per SM the kernel is held to (0: ptxas's own choice).  The cyclic tile
+// map costs ptxas registers that the single-GPU kernel does not spend: the double
+// 32 x 4 off-diagonal stage took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
 // instead of five, and on an H200 (probe, n = 32768 and 65536 on one rank, where the
 // map is the identity) its kernels ran 5 % slower than the single-GPU ones.  Held to
 // five blocks it takes 96 (4 bytes spilled, outside the walk).  The other settings
 // keep their own: float 32 x 4 (76 against 64) spills at eight blocks and was not
 // measured; the complex ones use as many registers as the single-GPU kernel.
-template <typename T, int NB, int Q> struct MgpuOffdiagMinBlocks { static constexpr int value = 0; };
-template <> struct MgpuOffdiagMinBlocks<double, 32, 4> { static constexpr int value = 5; };
+template <typename T, int NB, int Q> struct MgpuSymvMinBlocks { static constexpr int value = 0; };
+template <> struct MgpuSymvMinBlocks<double, 32, 4> { static constexpr int value = 5; };
 
 template <typename T, int NB, int Q> __host__ __device__ constexpr int mgpu_symv_bytes() {
   return bdf::kblas_symv_diag_bytes<T, NB, Q>() > bdf::kblas_symv_offdiag_bytes<T, NB, Q>()
@@ -74,7 +74,7 @@ template <typename T, int NB, int Q> __host__ __device__ constexpr int mgpu_symv
 // (local tile columns) x (parts + 1) blocks; part zeroed before the launch.  The
 // branch is uniform over a block, so each stage's barriers are reached by all of it.
 template <typename T, int NB, int Q>
-__global__ void __launch_bounds__(NB * Q, (MgpuOffdiagMinBlocks<T, NB, Q>::value))
+__global__ void __launch_bounds__(NB * Q, (MgpuSymvMinBlocks<T, NB, Q>::value))
 kblas_symv_mgpu_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb, int ranks,
                        int rank, int flags, const T* __restrict__ x, T* part, int parts) {
   __shared__ __align__(16) unsigned char smem[mgpu_symv_bytes<T, NB, Q>()];
