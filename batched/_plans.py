@@ -63,13 +63,19 @@ def scalars_key(alpha, beta):
     return type(alpha), alpha == 0, type(beta), beta == 0
 
 
+def plan_key(tag, inputs, added, out, alpha, beta):
+    """The key a call ``alpha * inputs[0] @ inputs[1] + beta * added`` tagged ``tag``
+    (routine, letters, setting) is kept under, or None when no plan can apply."""
+    kinds = scalars_key(alpha, beta)
+    return signature((*inputs, added, out), (tag, kinds)) if kinds else None
+
+
 def try_replay(tag, inputs, added, out, alpha, beta):
     """(key, result) of a call ``alpha * inputs[0] @ inputs[1] + beta * added``
     tagged ``tag`` (routine, letters, setting): ``result`` is the output of a
     replayed plan, or None, and then the caller takes the full path and may
     ``record`` its launch under ``key`` (None when no plan can apply)."""
-    kinds = scalars_key(alpha, beta)
-    key = signature((*inputs, added, out), (tag, kinds)) if kinds else None
+    key = plan_key(tag, inputs, added, out, alpha, beta)
     plan = _plans.get(key) if key is not None else None
     return key, (replay(plan, inputs, added, out, alpha, beta) if plan is not None else None)
 

@@ -93,8 +93,9 @@ def main(argv=None) -> int:
                         _plans.clear()
                     A, x, y = case.args(cupy)
                     out = case.out(cupy) if with_out else None  # NaN-poisoned
-                    key = _plans.signature((A, x, y, out), (("gemv", case.trans.upper(), setting),
-                                                            _plans.scalars_key(case.alpha, case.beta)))
+                    # gemv.py's tag: the routine, the parsed letter, the setting
+                    key = _plans.plan_key(("gemv", case.trans.upper(), setting), (A, x), y, out, case.alpha,
+                                          case.beta)
                     had_plan = key in _plans._plans
                     got, err = None, None
                     try:
