@@ -10,14 +10,17 @@
 // Sub-warp groups pack several products into one 128-thread block.
 __host__ __device__ constexpr int gemm_block_threads(int group) { return group > 32 ? group : 128; }
 
-template <typename T> struct GemmStore {
+// READ_C: beta * C is added (the launch's GEMM_READ_C).  The tensor-core tiles
+// take it as a template argument (a store per element with no branch); the
+// CUDA-core tiles, as -1, test the runtime flag.
+template <typename T, int READ_C = -1> struct GemmStore {
   T alpha, beta;
   const T* c; long long ldc;
   T* out; long long ldo;
   bool read_c;
   __device__ void operator()(int i, int j, T r) const {
     T v = alpha * r;
-    if (read_c) v += beta * c[i + j * ldc];
+    if (READ_C == 1 || (READ_C < 0 && read_c)) v += beta * c[i + j * ldc];
     out[i + j * ldo] = v;
   }
 };
@@ -26,10 +29,14 @@ template <typename T> struct GemmStore {
 // out_b m x n (sizes from the accessors: A gives m and k, B gives n).
 // MMA = 4, 8 or 16: float64 products run on FP64 tensor cores (gemm_tile_mma
 // with the m16n8k<MMA> shape, on the warps of the group; only float64 is
-// registered with it).  MMA = 0 runs gemm_tile.
+// registered with it).  MMA = 0 runs gemm_tile.  STAGES: the tensor-core
+// pipeline's buffers (0: gemm_mma_stages' default); MIN_BLOCKS: blocks an SM
+// must hold, which caps the registers (0: no cap; 1 would let ptxas take up to
+// 255 and cost the 32 x 32 tile 28 more).  Shared memory is dynamic: the launcher passes
+// GemmSetting.smem_bytes, GROUPS * PER_GROUP elements.
 template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K,
-          int MMA>
-__global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y))
+          int MMA, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y), MIN_BLOCKS)
 gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
             typename MatA::value_type alpha, typename MatA::value_type beta, int flags,
             long long count, int tiles_m, int tiles_n) {
@@ -38,8 +45,8 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
   constexpr int GROUPS = gemm_block_threads(G) / G;
   constexpr bool TENSOR = MMA != 0 && bdf::is_double<T>::value;
   constexpr int SA = bdf::gemm_smem_a<BLK_M, BLK_K>(), SB = bdf::gemm_smem_b<BLK_N, BLK_K>();
-  constexpr int PER_GROUP = TENSOR ? bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K>() : SA + SB;
-  __shared__ __align__(16) unsigned char smem_bytes[GROUPS * PER_GROUP * sizeof(T)];
+  constexpr int PER_GROUP = TENSOR ? bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K, STAGES>() : SA + SB;
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
   const int group = threadIdx.x / G;
   T* sA = reinterpret_cast<T*>(smem_bytes) + group * PER_GROUP;
   T* sB = sA + SA;
@@ -68,8 +75,22 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
     if constexpr (TENSOR) {
       static_assert(G % 32 == 0, "tensor-core tiles need whole warps");
       constexpr int WM = bdf::mma_warps_m(G / 32), WN = G / 32 / WM;
-      bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA>(
-          g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, store);
+      // Tiles of 64 x 64 and more store without a branch per element (READ_C a
+      // template argument: gemm_tile_mma's straight-line stores); smaller ones keep
+      // one copy of the tile (two cost the 32 x 32 tile 56 bytes of spill).
+      if constexpr (BLK_M * BLK_N >= 64 * 64) {
+        const GemmStore<T, 0> plain{alpha, beta, nullptr, 0, store.out, store.ldo, false};
+        const GemmStore<T, 1> with_c{alpha, beta, store.c, store.ldc, store.out, store.ldo, true};
+        if (read_c)
+          bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
+              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, with_c);
+        else
+          bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
+              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, plain);
+      } else {
+        bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
+            g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, store);
+      }
     } else {
       bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(
           g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, sB, store);

@@ -140,7 +140,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         setting = (setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count(),
                                                   dtype)).for_dtype(dtype)
         tm, tn = -(-t.rows // setting.blk_m), -(-t.cols // setting.blk_n)
-        kernel = build.get_kernel(SOURCE, kernel_name("uniform", dtype, setting))
+        kernel, smem = _kernel_for("uniform", dtype, setting)
         grid, block = (ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,)
         args = (ln.pack("UniformMatrix", x.base, x.stride, x.ld, x.rows, x.cols),
                 ln.pack("UniformMatrix", y.base, y.stride, y.ld, y.rows, y.cols), c,
@@ -148,13 +148,28 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
                 np.int32(ar.OP_CODE[opx]), np.int32(ar.OP_CODE[opy]), alpha, beta,
                 np.int32((_READ_C if read_c else 0) | (_SKIP_PRODUCT if skip else 0)),
                 np.int64(count), np.int32(tm), np.int32(tn))
-        kernel(grid, block, args)
+        kernel(grid, block, args, shared_mem=smem)
         if target is out or out is None:
-            plans.record(key, kernel, grid, block, 0, args, (A, B, C, target), (6, 7), shape, dtype)
+            plans.record(key, kernel, grid, block, smem, args, (A, B, C, target), (6, 7), shape, dtype)
     if out is not None and target is not out:
         out[...] = target
         return out
     return target
+
+
+def _kernel_for(layout: str, dtype, setting: GemmSetting):
+    """(kernel, dynamic shared memory in bytes) of a setting; a kernel past 48 KiB is
+    allowed its shared memory once (the attribute stays set on the function)."""
+    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
+    smem = setting.smem_bytes(np.dtype(dtype).itemsize)
+    if smem > _STATIC_SMEM and kernel not in _OPTED_IN:
+        kernel.max_dynamic_shared_size_bytes = smem
+        _OPTED_IN.add(kernel)
+    return kernel, smem
+
+
+_STATIC_SMEM = 48 * 1024  # a launch passes this much dynamic shared memory without opting in
+_OPTED_IN: set = set()
 
 
 def _compose(flip: str, op: str) -> str:
@@ -243,12 +258,12 @@ def _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting):
         tm, tn = -(-vr // setting.blk_m), -(-vc // setting.blk_n)
         empty = (ln.pack("PointerMatrix", 0, 0, 1, 0, 0) if layout == "pointer"
                  else ln.pack("VariableMatrix", 0, 0, 0, 0))
-        kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
+        kernel, smem = _kernel_for(layout, dtype, setting)
         kernel((ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,),
                (x.struct(layout), y.struct(layout), c.struct(layout) if read_c else empty,
                 target.struct(layout), np.int32(ar.OP_CODE[opx]), np.int32(ar.OP_CODE[opy]),
                 alpha, beta, np.int32((_READ_C if read_c else 0) | (_SKIP_PRODUCT if skip else 0)),
-                np.int64(count), np.int32(tm), np.int32(tn)))
+                np.int64(count), np.int32(tm), np.int32(tn)), shared_mem=smem)
     if outs is not None and target is not outs:
         for o, r in zip(outs.arrays_user, target.arrays_user):
             o[...] = r

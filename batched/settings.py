@@ -123,7 +123,9 @@ class GemmSetting:
     ``mma`` = 4, 8 or 16: FP64 tensor cores (mma.sync m16n8k4, m16n8k8 or
     m16n8k16; the group's warps split the tile, operands staged by cp.async
     into 2-4 buffers).  Only float64 runs it: other dtypes run :meth:`for_dtype`'s CUDA-
-    core twin.  ``mma`` = 0: CUDA cores, every dtype.
+    core twin.  ``mma`` = 0: CUDA cores, every dtype.  ``stages``: the tensor-core
+    pipeline's buffers (0: as many as 48 KiB holds, 2-4); ``min_blocks``: blocks an
+    SM must hold at once (``__launch_bounds__``: caps the registers; 0: no cap).
     """
 
     dim_x: int
@@ -132,6 +134,8 @@ class GemmSetting:
     blk_n: int
     blk_k: int
     mma: int = 0
+    stages: int = 0
+    min_blocks: int = 0
 
     @property
     def group_threads(self) -> int:
@@ -149,7 +153,8 @@ class GemmSetting:
         return m <= self.blk_m and n <= self.blk_n
 
     def smem_bytes(self, itemsize: int) -> int:
-        if self.mma:  # gemm_mma_smem() in gemm.cuh: 2-4 buffers, rows padded by 4
+        """The block's dynamic shared memory (GROUPS * PER_GROUP elements in gemm.cu)."""
+        if self.mma:  # gemm_mma_smem() in gemm.cuh: its buffers, rows padded by 4
             per_group = self.mma_stages * self.mma_stage_elements
         else:
             per_group = self.blk_k * (self.blk_m + 1) + self.blk_k * (self.blk_n + 1)
@@ -164,8 +169,9 @@ class GemmSetting:
 
     @property
     def mma_stages(self) -> int:
-        """Buffers of the cp.async pipeline (gemm_mma_stages()): as many as 48 KiB holds, 2-4."""
-        return max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements)))
+        """Buffers of the cp.async pipeline (gemm_mma_stages()): ``stages``, else as many
+        as 48 KiB holds, 2-4."""
+        return self.stages or max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements)))
 
     def dtypes(self, supported) -> tuple:
         """The dtypes this setting is compiled for (tensor-core settings: float64)."""
@@ -180,11 +186,13 @@ class GemmSetting:
         return next((s for s in simt if s.blk_m >= self.blk_m), simt[-1])
 
     def template_args(self) -> str:
-        return f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}, {self.mma}"
+        return (f"{self.dim_x}, {self.dim_y}, {self.blk_m}, {self.blk_n}, {self.blk_k}, {self.mma}, "
+                f"{self.stages}, {self.min_blocks}")
 
     def __str__(self) -> str:
-        return f"gemm{self.dim_x}x{self.dim_y}_{self.blk_m}x{self.blk_n}x{self.blk_k}" + (
-            f"mma{self.mma}" if self.mma else "")
+        return (f"gemm{self.dim_x}x{self.dim_y}_{self.blk_m}x{self.blk_n}x{self.blk_k}"
+                + (f"mma{self.mma}" if self.mma else "") + (f"s{self.stages}" if self.stages else "")
+                + (f"b{self.min_blocks}" if self.min_blocks else ""))
 
 
 # Every setting a launcher may pick; each is a registered instantiation, so CI
@@ -211,6 +219,20 @@ GEMV_SETTINGS = (
 # The settings the GEMM chooser names (all registered below).
 _GEMM_BIG_TILES = (GemmSetting(4, 4, 4, 4, 4), GemmSetting(8, 4, 8, 8, 8), GemmSetting(16, 8, 16, 16, 16),
                    GemmSetting(16, 16, 32, 32, 16))
+# Fewer threads a matrix, more outputs a thread (session 26, scratch A/B on an H100, 256
+# MB of operands, C-ordered, medians of two rounds, against the big tiles above): a
+# memory-bound batch needs many matrices in flight an SM, and a thread that owns 2 x 2
+# or 2 x 4 outputs keeps more loads in flight for its warp.  DGEMM 4 105.8 us against
+# 121.9 (2 x 2 outputs, four threads a matrix), 8 94.0 against 98.4 (2 x 4, eight
+# threads; the tensor-core 16 x 8 tile 98.4); SGEMM 4 131.8 against 227.8, 8 118.7
+# against 164.9, 16 111.1 against 178.3 (2 x 4, 32 threads); CGEMM 4 123.2 against
+# 139.5, 8 111.8 against 120.8, 16 125.1 against 145.0 (4 x 4, 16 threads).  ZGEMM
+# keeps the big tiles (4: 105.4 against 106.8; 8: 99.8 against 119.7; 16: 106.1 against
+# 117.4, cupy 103.9).
+_GEMM_2X2_4 = GemmSetting(2, 2, 4, 4, 4)
+_GEMM_4X2_8 = GemmSetting(4, 2, 8, 8, 8)
+_GEMM_8X4_16 = GemmSetting(8, 4, 16, 16, 16)
+_GEMM_4X4_16 = GemmSetting(4, 4, 16, 16, 16)
 # 16 outputs a thread (half a shared load per FMA) and the whole k = 32 staged at once:
 # one load wait a matrix instead of two (H100, 32x32x32 float32: 135-137 us against 157
 # with k-steps of 16; cupy.matmul 116).
@@ -221,11 +243,41 @@ _GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
 # buffers), 8 warps, 128x64 and 128x128 tiles, and the m16n8k4 / m16n8k16
 # shapes: 64x64x16 with m16n8k8 on 4 warps was fastest (or within 1 %) from
 # 64 to 512.
-_GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8)
+#
+# Below 64 the batch is memory bound, and what counts is how many matrices an
+# SM loads at once (session 26, the same A/B, against cupy.matmul in the process):
+# - 9-16: one warp a 16x16 tile, four matrices a block, k in one buffer:
+#   DGEMM 16 92.4 us against 114.7 for the CUDA-core 16x8 threads (cupy 161;
+#   the copy floor of the bytes is 89.7 us).  (A one-warp 16x8 tile at 8, capped at
+#   64 registers: 98.4 us, behind _GEMM_4X2_8.)
+# - 17-32: the 32x32 tile with two buffers instead of four (20 KiB a block
+#   against 40, all of k = 32 in flight either way) and 94 registers (five
+#   blocks an SM; the four-buffer kernel took 167, three blocks): DGEMM 32
+#   92.2 us against 93.9 (cupy 92.1).  32x32x32 tiles ran level (92.2, 36
+#   bytes spilled), six or eight blocks an SM slower (268-270 us against 267
+#   at 768 MB).
+# - 64x64 stays with the buffers 48 KiB holds (two): three buffers (61 KiB),
+#   four (82 KiB, two blocks an SM), five, 64x64x32 tiles, 8 warps (64x64,
+#   128x64, 64x128; 2-4 buffers, 2-3 blocks an SM) all ran level or slower at
+#   64, 128 and 256 (DGEMM 128: 105.3 us, best other 105.6; cupy 98.3); its
+#   straight-line stores (gemm_tile_mma) then gave 101.6.
+_GEMM_TENSOR_16 = GemmSetting(32, 1, 16, 16, 16, mma=8, stages=2)
+_GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8, stages=2, min_blocks=5)
 _GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
 
-# CUDA-core settings from the smallest tile up (the largest last: for_dtype), then tensor cores.
-GEMM_SETTINGS = (*_GEMM_BIG_TILES, _GEMM_FLOAT32_32, _GEMM_CLASSIC, _GEMM_TENSOR_32, _GEMM_TENSOR)
+# CUDA-core settings ordered by tile (the largest last: for_dtype takes the first that
+# covers a tensor-core tile), then tensor cores.
+GEMM_SETTINGS = (_GEMM_BIG_TILES[0], _GEMM_2X2_4, _GEMM_BIG_TILES[1], _GEMM_4X2_8, _GEMM_BIG_TILES[2], _GEMM_8X4_16,
+                 _GEMM_4X4_16, _GEMM_BIG_TILES[3], _GEMM_FLOAT32_32, _GEMM_CLASSIC,
+                 _GEMM_TENSOR_16, _GEMM_TENSOR_32, _GEMM_TENSOR)
+
+# The chooser's tiles up to 32 by dtype: (largest side, setting), the first that covers
+# the output (the notes above); a dtype or size not listed takes the big tiles.
+_GEMM_SMALL = {
+    "float64": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_TENSOR_16), (32, _GEMM_TENSOR_32)),
+    "float32": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_8X4_16), (32, _GEMM_FLOAT32_32)),
+    "complex64": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_4X4_16)),
+}
 
 
 def stage_fits(capacity: int, itemsize: int) -> bool:
@@ -327,17 +379,16 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
 
 def choose_gemm_setting(m: int, n: int, k: int, count: int,
                         multiprocessors: int = 132, dtype="float64") -> GemmSetting:
-    """Smallest CUDA-core tile that covers the output (big-tile) up to 16 (32
-    for dtypes other than float64), classic beyond; float64 beyond 16 on FP64
-    tensor cores (bench/gemm.py --sweep on an H100: 32x32 tensor-core tiles at
-    17-32, 64x64 beyond; CUDA-core tiles win up to 16).  float32 at 17-32:
-    16 outputs a thread, k staged 32 at a time (137 against 188 us for
-    16x16 threads at 32)."""
+    """Up to 32, the dtype's tile of _GEMM_SMALL that covers the output (measured on an
+    H100: the notes before it), else the smallest big-tile CUDA-core tile that covers it
+    (up to 32); beyond 32, float64 on FP64 tensor cores (64x64 tiles) and every other
+    dtype on the classic CUDA-core tiling."""
     size = max(m, n)
-    if size > 16 and str(dtype) == "float64":
-        return _GEMM_TENSOR_32 if size <= 32 else _GEMM_TENSOR
-    if 16 < size <= 32 and str(dtype) == "float32":
-        return _GEMM_FLOAT32_32
+    for up_to, setting in _GEMM_SMALL.get(str(dtype), ()):
+        if size <= up_to:
+            return setting
+    if size > 32 and str(dtype) == "float64":
+        return _GEMM_TENSOR
     for s in _GEMM_BIG_TILES:
         if size <= s.blk_m:
             return s

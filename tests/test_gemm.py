@@ -171,6 +171,26 @@ def test_gemm_beta_zero_never_reads_c(xp, setting, dtype):
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+@pytest.mark.parametrize("out_order", ["C", "F"])
+@pytest.mark.parametrize("mn", [(128, 64), (130, 67)], ids=str)
+def test_gemm_interior_and_edge_tiles(xp, setting, beta, out_order, mn):
+    """Whole tiles (the tensor-core 64 x 64 tile stores them without bound tests, beta * C
+    read or not) beside edge tiles, every element written once: NaN-poisoned out, NaN C
+    when beta = 0."""
+    m, n = mn
+    dtype = np.dtype(np.float64)
+    rng = rng_for("tiles", out_order, mn, beta)
+    A, B, C = operands(rng, (2,), (2,), m, n, 40, dtype, "N", "T", batch_c=(2,))
+    if beta == 0:
+        C = np.full_like(C, np.nan)
+    got = to_np(bt.gemm(to_xp(xp, A), to_xp(xp, B), to_xp(xp, C), alpha=1.25, beta=beta, transb="T",
+                        out=poisoned(xp, (2, m, n), dtype, out_order), setting=setting))
+    assert np.all(np.isfinite(got))
+    assert gemm_error_ratio(got, A, B, None if beta == 0 else C, 1.25, beta, "N", "T") < THRESHOLD
+
+
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_gemm_alpha_zero_never_reads_a_b(xp, setting, dtype):
     rng = rng_for("alpha0", str(dtype))

@@ -70,9 +70,15 @@ def section_blas():
                     bt.gemv(view, x, y, beta=0.0, trans=trans, setting=s)
                     bt.gemv([view[0], rand(view.shape[1:], dtype, offset=3)], x, trans=trans, setting=s)
                     checks += 2
+        # Every GEMM setting on edge tiles, and on whole tiles beside edge ones (the tensor-core
+        # 64 x 64 tile's stores without bound tests, beta = 0 with an uninitialized C and
+        # beta = 1), one element into its buffer.
+        wide = rand((2, 130, 40), dtype, offset=1)
         for s in bt.GEMM_SETTINGS:
             bt.gemm(A, rand((5, 17, 70), dtype), setting=s)
-            checks += 1
+            bt.gemm(wide, rand((2, 40, 67), dtype), cp.empty((2, 130, 67), dtype), beta=0.0, setting=s)
+            bt.gemm(wide, rand((2, 67, 40), dtype), rand((2, 130, 67), dtype), beta=1.0, transb="T", setting=s)
+            checks += 3
         mats = [rand((int(rng.integers(0, 40)), int(rng.integers(0, 40))), dtype) for _ in range(33)]
         vecs = [rand((m.shape[1],), dtype) for m in mats]
         bt.gemv(mats, vecs)
