@@ -47,22 +47,39 @@ class VectorSetting:
 VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256))
 
 
-def choose_vector_setting(n: int, count: int, multiprocessors: int = 132) -> VectorSetting:
-    """8 lanes up to 16 elements; a block per vector only for few long vectors
-    (too few vectors to give every SM several warps); a warp otherwise."""
-    if n <= 16:
+# nrm2, dot and dotc keep 8 lanes a vector while a vector's reads (x, and y for the
+# dots) take at most this many bytes: measured on an H100 (10^6 vectors, session 26),
+# the 8-lane group keeps four vectors in flight a warp where a warp-wide group keeps
+# one.  DNRM2 33 106.9 us against 313.8 (a warp), 64 183.2 against 315.5, 100 290.6
+# against 333.4, 128 361.1 against 348.6; SNRM2 200 319.8 against 339.6, 256 375.5
+# against 351.6; ZNRM2 64 350.2 against 357.3, 100 581.0 against 571.2; DDOT 48 277.9
+# against 311.4, 64 359.8 against 353.1; SDOT 100 295.1 against 336.2, 128 359.1
+# against 329.8; ZDOT 24 264.4 against 265.6, 33 388.8 against 352.3.
+SMALL_GROUP_BYTES = 800
+
+
+def choose_vector_setting(n: int, count: int, multiprocessors: int = 132, read_bytes: int = 0) -> VectorSetting:
+    """8 lanes up to 16 elements, or while the vector's reads take at most
+    SMALL_GROUP_BYTES (``read_bytes``: given by nrm2 and the dots, measured); a block
+    per vector only for few long vectors (too few vectors to give every SM several
+    warps); a warp otherwise."""
+    if n <= 16 or 0 < read_bytes <= SMALL_GROUP_BYTES:
         return VECTOR_SETTINGS[0]
     if n > 2048 and count < 16 * multiprocessors:
         return VECTOR_SETTINGS[2]
     return VECTOR_SETTINGS[1]
 
 
-def _names(dtype, setting):
-    ct = ar.CTYPES[np.dtype(dtype)]
-    return (f"vector_reduce_kernel<{ct}, {setting.group}>", f"vector_update_kernel<{ct}, {setting.group}>")
+def _reduce_name(dtype, setting, op: int) -> str:
+    return f"vector_reduce_kernel<{ar.CTYPES[np.dtype(dtype)]}, {setting.group}, {op}>"
 
 
-build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in VECTOR_SETTINGS for name in _names(dt, s)])
+def _update_name(dtype, setting) -> str:
+    return f"vector_update_kernel<{ar.CTYPES[np.dtype(dtype)]}, {setting.group}>"
+
+
+build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in VECTOR_SETTINGS
+                        for name in (_update_name(dt, s), *(_reduce_name(dt, s, op) for op in range(5)))])
 
 
 def _real(dtype):
@@ -130,11 +147,13 @@ def _reduce(op, named, setting):
         vs = [vector_operand(a, batch, xp) for a in arrays]
         x = vs[0]
         y = vs[1] if len(vs) > 1 else x
-        setting = setting or choose_vector_setting(n, count, multiprocessor_count())
-        kernel = build.get_kernel(SOURCE, _names(dtype, setting)[0])
+        measured = op in (_NRM2, _DOT, _DOTC)  # SMALL_GROUP_BYTES was measured on these
+        read_bytes = n * np.dtype(dtype).itemsize * len(arrays) if measured else 0
+        setting = setting or choose_vector_setting(n, count, multiprocessor_count(), read_bytes)
+        kernel = build.get_kernel(SOURCE, _reduce_name(dtype, setting, op))
         kernel((ln.grid_for(count, setting.groups_per_block),), (setting.block_threads,),
                (ln.pack("UniformVector", x.base, x.stride, x.inc), ln.pack("UniformVector", y.base, y.stride, y.inc),
-                out, np.int32(op), np.int64(count), np.int32(n)))
+                out, np.int64(count), np.int32(n)))
     return out
 
 
@@ -266,7 +285,7 @@ def _update(alpha, named, setting):
         o = vector_operand(out, batch, xp)
         al = vector_operand(alphas[..., None], batch, xp) if alphas is not None else None
         setting = setting or choose_vector_setting(n, count, multiprocessor_count())
-        kernel = build.get_kernel(SOURCE, _names(dtype, setting)[1])
+        kernel = build.get_kernel(SOURCE, _update_name(dtype, setting))
         vec = lambda v: ln.pack("UniformVector", v.base, v.stride, v.inc)  # noqa: E731
         kernel((ln.grid_for(count, setting.groups_per_block),), (setting.block_threads,),
                (vec(x), vec(y), vec(o), scalar, np.uint64(al.base if al else 0), np.int64(al.stride if al else 0),

@@ -216,4 +216,5 @@ def test_trsv_and_vector_registries_hold_every_setting_dtype_and_layout():
                               | {trsv_module.tile_kernel_name(layout, dt, w) for layout in LAYOUTS
                                  for dt in batched.SUPPORTED_DTYPES for w in trsv_module.TILE_LANES})
     assert reg["vector.cu"] == {name for dt in batched.SUPPORTED_DTYPES for s in batched.VECTOR_SETTINGS
-                                for name in vector_module._names(dt, s)}
+                                for name in (vector_module._update_name(dt, s),
+                                             *(vector_module._reduce_name(dt, s, op) for op in range(5)))}

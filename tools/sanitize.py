@@ -226,6 +226,12 @@ def section_trsv():
                     bt.scal(rand((batch,), dtype), x, setting=s)
                     bt.axpy(2.0, x, y, setting=s)
                     checks += 7
+            # nrm2's second pass (Blue's accumulators): entries past the mid range
+            huge, tiny = (1e300, 1e-300) if np.finfo(dtype).dtype == np.float64 else (1e30, 1e-30)
+            x = rand((3, n), dtype) * cp.asarray([1.0, huge, tiny], dtype=dtype)[:, None]
+            for s in bt.VECTOR_SETTINGS:
+                bt.nrm2(x, setting=s)
+                checks += 1
 
 
 def spd(batch, n, dtype):
