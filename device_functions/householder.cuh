@@ -72,7 +72,7 @@ __device__ LarfgResult<T> larfg(ThreadGroup<G> g, int n, T alpha, T* x, long lon
   LarfgResult<T> out{T(0), real_part(alpha)};
   if (n <= 0) return out;
   R alphr = real_part(alpha), alphi = imag_part(alpha);
-  R xnorm = nrm2(g, n - 1, x, incx, work);
+  R xnorm = nrm2<G, 1>(g, n - 1, x, incx, work);
   if (xnorm == R(0) && alphi == R(0)) return out;
   R beta = -copysign(lapy3(alphr, alphi, xnorm), alphr);
   int knt = 0;
@@ -87,7 +87,7 @@ __device__ LarfgResult<T> larfg(ThreadGroup<G> g, int n, T alpha, T* x, long lon
       alphi *= K::rsafmn;
     } while (fabs(beta) < K::safmin && knt < 20);
     // The thread that scaled x(i) is the one nrm2 reads it with: no barrier needed.
-    xnorm = nrm2(g, n - 1, x, incx, work);
+    xnorm = nrm2<G, 1>(g, n - 1, x, incx, work);
     beta = -copysign(lapy3(alphr, alphi, xnorm), alphr);
   }
   T denom;

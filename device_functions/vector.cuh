@@ -142,11 +142,13 @@ template <typename R> __device__ __forceinline__ void square_add(R v, R& sum, bo
 // doubles: one pass with Blue's branches per entry kept one load in flight a thread
 // (2.1 TB/s, 0.65x cupy.linalg.norm); branch-free but unrolled by the compiler, whose
 // remainder loop ran an entry at a time, 2.4 TB/s; in chunks of eight, 3.1 TB/s.
-template <int G, typename T>
+// CHUNK: entries a thread loads at a time (0: eight, four for complex<double>);
+// callers inside larger kernels (larfg) pass 1 to keep their registers.
+template <int G, int CHUNK = 0, typename T>
 __device__ typename real_of<T>::type nrm2(ThreadGroup<G> g, int n, const T* x, long long incx,
                                           unsigned char* work) {
   using R = typename real_of<T>::type;
-  constexpr int U = sizeof(T) >= 16 ? 4 : 8;
+  constexpr int U = CHUNK > 0 ? CHUNK : sizeof(T) >= 16 ? 4 : 8;
   R sum = 0;
   bool outside = false;
   chunked<U>(g, n, [&](int i) { return x[i * incx]; }, [&](T v) {
