@@ -28,7 +28,7 @@ _NRM2, _ASUM, _IAMAX, _DOT, _DOTC = range(5)   # vector_reduce_kernel's op
 
 @dataclass(frozen=True)
 class VectorSetting:
-    """Threads per vector: 8 (short vectors, several per warp), 32 or 256."""
+    """Threads per vector: 4 or 8 (short vectors, several per warp), 32 or 256."""
 
     group: int
 
@@ -44,7 +44,7 @@ class VectorSetting:
         return f"vector{self.group}"
 
 
-VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256))
+VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256), VectorSetting(4))
 
 
 # nrm2, dot and dotc keep 8 lanes a vector while a vector's reads (x, and y for the
@@ -56,13 +56,22 @@ VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256))
 # against 311.4, 64 359.8 against 353.1; SDOT 100 295.1 against 336.2, 128 359.1
 # against 329.8; ZDOT 24 264.4 against 265.6, 33 388.8 against 352.3.
 SMALL_GROUP_BYTES = 800
+# ... and 4 lanes up to this many bytes (the same A/B): a group's fixed cost (its
+# reduction, nrm2's check and square root) then falls on eight vectors a warp.  DNRM2
+# 10 44.0 us against 81.7 (8 lanes; cupy.linalg.norm 96.1), 24 79.5 against 87.0, 33
+# 105.1 against 107.2; SNRM2 33 75.0 against 87.5; ZNRM2 10 63.4 against 73.1, 16 99.7
+# against 100.0; DDOT 10 61.1 against 64.8, 16 99.6 against 98.0; SDOT 24 73.2 against
+# 82.3; ZDOT 4 50.3 against 66.1, 8 100.3 against 92.5.
+TINY_GROUP_BYTES = 192
 
 
 def choose_vector_setting(n: int, count: int, multiprocessors: int = 132, read_bytes: int = 0) -> VectorSetting:
-    """8 lanes up to 16 elements, or while the vector's reads take at most
-    SMALL_GROUP_BYTES (``read_bytes``: given by nrm2 and the dots, measured); a block
-    per vector only for few long vectors (too few vectors to give every SM several
-    warps); a warp otherwise."""
+    """For nrm2 and the dots (``read_bytes``, the bytes a vector's reads take: the
+    measured ones), 4 lanes up to TINY_GROUP_BYTES and 8 up to SMALL_GROUP_BYTES;
+    otherwise 8 lanes up to 16 elements.  A block per vector only for few long vectors
+    (too few vectors to give every SM several warps); a warp otherwise."""
+    if 0 < read_bytes <= TINY_GROUP_BYTES:
+        return VECTOR_SETTINGS[3]
     if n <= 16 or 0 < read_bytes <= SMALL_GROUP_BYTES:
         return VECTOR_SETTINGS[0]
     if n > 2048 and count < 16 * multiprocessors:
