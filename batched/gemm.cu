@@ -31,9 +31,9 @@ template <typename T, int READ_C = -1> struct GemmStore {
 // with the m16n8k<MMA> shape, on the warps of the group; only float64 is
 // registered with it).  MMA = 0 runs gemm_tile.  STAGES: the tensor-core
 // pipeline's buffers (0: gemm_mma_stages' default); MIN_BLOCKS: blocks an SM
-// must hold, which caps the registers (0: no cap; 1 would let ptxas take up to
-// 255 and cost the 32 x 32 tile 28 more).  Shared memory is dynamic: the launcher passes
-// GemmSetting.smem_bytes, GROUPS * PER_GROUP elements.
+// must hold, which caps the registers (0: no cap; 1 would let ptxas take up
+// to 255, 28 more for the 32 x 32 tile).  Shared memory is dynamic: the
+// launcher passes GemmSetting.smem_bytes, GROUPS * PER_GROUP elements.
 template <class MatA, class MatB, class MatC, int DIM_X, int DIM_Y, int BLK_M, int BLK_N, int BLK_K,
           int MMA, int STAGES, int MIN_BLOCKS>
 __global__ void __launch_bounds__(gemm_block_threads(DIM_X * DIM_Y), MIN_BLOCKS)

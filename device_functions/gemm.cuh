@@ -129,9 +129,9 @@ template <int R, int BLK_K> __host__ __device__ constexpr int gemm_mma_operand()
   return BLK_K * (R + 4) > R * (BLK_K + 4) ? BLK_K * (R + 4) : R * (BLK_K + 4);
 }
 // Buffers of the cp.async pipeline: STAGES when given (2 or more), else as
-// many as 48 KiB holds, 2 to 4.  How many k-steps are in flight at once is what
-// lets a memory-bound batch (n = 32-128) reach the copy bandwidth, so settings
-// may ask for more than 48 KiB (dynamic shared memory).
+// many as 48 KiB holds, 2 to 4.  A setting names its own count where fewer
+// buffers let more blocks share an SM (the 32 x 32 tile: two hold all of
+// k = 32); past 48 KiB the launcher opts in to more dynamic shared memory.
 template <int BLK_M, int BLK_N, int BLK_K, int STAGES = 0>
 __host__ __device__ constexpr int gemm_mma_stages() {
   constexpr int stage = (gemm_mma_operand<BLK_M, BLK_K>() + gemm_mma_operand<BLK_N, BLK_K>()) * 8;
@@ -318,7 +318,8 @@ __device__ __forceinline__ void gemm_tile_mma_oriented(
 #pragma unroll
       for (int h = 0; h < 4; ++h)
 #pragma unroll
-        for (int x = 0; x < TM; ++x) store(i_lane + x * 16 + 8 * (h / 2), j_lane + y * 8 + h % 2, acc[x][y][h]);
+        for (int x = 0; x < TM; ++x)
+          store(i_lane + x * 16 + 8 * (h / 2), j_lane + y * 8 + h % 2, acc[x][y][h]);
   } else {
 #pragma unroll
     for (int x = 0; x < TM; ++x)
