@@ -158,18 +158,13 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
 
 
 def _kernel_for(layout: str, dtype, setting: GemmSetting):
-    """(kernel, dynamic shared memory in bytes) of a setting; a kernel past 48 KiB is
-    allowed its shared memory once (the attribute stays set on the function)."""
+    """(kernel, dynamic shared memory in bytes) of a setting, opted in past 48 KiB as
+    the other launchers do (no default setting needs it)."""
     kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
     smem = setting.smem_bytes(np.dtype(dtype).itemsize)
-    if smem > _STATIC_SMEM and kernel not in _OPTED_IN:
+    if smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = smem
-        _OPTED_IN.add(kernel)
     return kernel, smem
-
-
-_STATIC_SMEM = 48 * 1024  # a launch passes this much dynamic shared memory without opting in
-_OPTED_IN: set = set()
 
 
 def _compose(flip: str, op: str) -> str:
