@@ -1,9 +1,10 @@
 """The build layer and the planner, on the CPU.
 
 Every registered kernel instantiation compiles for sm_90 through NVRTC without
-a GPU (CI's guarantee that a kernel which does not compile never lands); a
-broken source reports the instantiations it was asked for; the default
-choosers only pick registered settings.
+a GPU (CI's guarantee that a kernel which does not compile never lands; ptxas
+runs on every kernel template's uniform-layout and layout-free instantiations,
+the others stop at PTX); a broken source reports the instantiations it was
+asked for; the default choosers only pick registered settings.
 """
 
 from __future__ import annotations
@@ -88,6 +89,51 @@ def test_broken_source_raises_build_error_naming_the_instantiation(tmp_path):
     finally:
         build._registry.pop(key, None)
     assert key not in registered()
+
+
+# An instantiation whose error only ptxas sees: the front end passes inline asm through.
+PTXAS_ONLY_ERROR_SOURCE = """\
+// An inline-asm instruction that does not exist: PTX is emitted, ptxas rejects it.
+namespace bdf {
+template <typename T> struct UniformMatrix { T* p; };
+template <typename T> struct PointerMatrix { T** p; };
+}
+template <class M>
+__global__ void bad_asm_kernel(M m) {
+  asm volatile("no.such.instruction;");
+}
+"""
+
+
+def test_the_check_assembles_the_uniform_twin_and_layout_free_kernels():
+    assert build.assembled_by_check("gemm_kernel<bdf::UniformMatrix<double>, bdf::UniformMatrix<double>, 8>")
+    assert build.assembled_by_check("kblas_gemv_t_kernel<double, 32, 4>")
+    assert build.assembled_by_check("vector_reduce_kernel<complex<double>, 256, 0>")
+    assert not build.assembled_by_check("gemm_kernel<bdf::PointerMatrix<double>, bdf::PointerMatrix<double>, 8>")
+    assert not build.assembled_by_check("trsv_kernel<bdf::VariableMatrix<float>, bdf::VariableVector<float>, 16>")
+    # every registered kernel template keeps at least one assembled instantiation
+    for path, names in registered().items():
+        kernels = {name.partition("<")[0] for name in names}
+        assembled = {name.partition("<")[0] for name in names if build.assembled_by_check(name)}
+        assert assembled == kernels, (path.name, kernels - assembled)
+
+
+@needs_nvrtc
+def test_ptxas_errors_are_caught_where_the_check_assembles(tmp_path):
+    path = tmp_path / "bad_asm_for_test.cu"
+    path.write_text(PTXAS_ONLY_ERROR_SOURCE)
+    uniform, pointer = "bad_asm_kernel<bdf::UniformMatrix<double>>", "bad_asm_kernel<bdf::PointerMatrix<double>>"
+    try:
+        register(path, [pointer])  # stops at PTX: the front end accepts it
+        assert compile_registered("sm_90", sources={path.name}) == {path.name: 1}
+        with pytest.raises(BuildError, match="bad_asm_kernel"):
+            compile_registered("sm_90", sources={path.name}, assemble_all=True)
+        register(path, [uniform])  # assembled by the check: ptxas rejects it
+        with pytest.raises(BuildError) as info:
+            compile_registered("sm_90", sources={path.name})
+        assert uniform in str(info.value) and pointer not in str(info.value)
+    finally:
+        build._registry.pop(path.resolve(), None)
 
 
 # --- planner -----------------------------------------------------------------------------
