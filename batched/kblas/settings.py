@@ -98,12 +98,18 @@ KBLAS_SETTINGS = (
 _TILES_PER_BLOCK = {"symv": 16, "symv_mgpu": 64}
 _BLOCKS_PER_SM = 4
 # GEMV in tall tiles (H100 sweeps of settings x parts, session 21, n = 1024-16384).
-# N: one wave of about two blocks an SM, each a long block row (DGEMV N 16384 p2
-# 1.017x cuBLAS, 8192 p4 1.032, 4096 p8 0.993, where 8 tiles a block gave 0.997,
-# 1.001 and 0.913).  T (double 32 x 4: 146 registers, three blocks an SM): 512 KiB
-# of A a block and at least 256 threads an SM.
+# Both: a block's share at most _GEMV_BLOCK_BYTES of A (16 tall tiles of 32 KiB in
+# the default settings).  N: at least one wave of about two blocks an SM, each a
+# long block row (DGEMV N 16384 p2 1.017x cuBLAS, 8192 p4 1.032, 4096 p8 0.993,
+# where 8 tiles a block gave 0.997, 1.001 and 0.913).  Session 27 (H100, every
+# parts from 2 to 64 at n = 8192-30000, two allocations each): one wave alone left
+# the long rows of 10001-30000 at 0.95-0.99x cuBLAS (DGEMV N 12001 p3 0.95x,
+# 24576 p1 0.98x; SGEMV N 12001 p3 0.91x), 16 tiles a block gave 1.00-1.05x
+# (12001 p24 1.04x, 20001 p40 1.05x; SGEMV 12001 p12 1.05x) and more parts
+# than that the same within 1 %.  T (double 32 x 4: 146 registers, three blocks
+# an SM): at least 256 threads an SM; parts from 4 up measured within 1 %.
+_GEMV_BLOCK_BYTES = 512 * 1024
 _GEMV_N_BLOCKS_PER_SM = 2
-_GEMV_T_BLOCK_BYTES = 512 * 1024
 _GEMV_T_THREADS_PER_SM = 256
 
 
@@ -133,16 +139,17 @@ def choose_parts(routine: str, segments: int, walk: int, sms: int) -> int:
 
 
 def choose_gemv_parts(setting: KblasSetting, dtype, trans: bool, segments: int, walk: int, sms: int) -> int:
-    """GEMV's blocks per segment (tall tiles; see the constants above): N, one wave
-    of _GEMV_N_BLOCKS_PER_SM blocks an SM; T, _GEMV_T_BLOCK_BYTES of A a block and
-    at least _GEMV_T_THREADS_PER_SM threads an SM."""
+    """GEMV's blocks per segment (tall tiles; see the constants above): shares of at
+    most _GEMV_BLOCK_BYTES of A; N, at least one wave of _GEMV_N_BLOCKS_PER_SM blocks
+    an SM; T, at least _GEMV_T_THREADS_PER_SM threads an SM."""
     if walk <= 1:
         return 1
     segments = max(segments, 1)
-    if not trans:
-        return max(1, min(walk, round(_GEMV_N_BLOCKS_PER_SM * sms / segments)))
-    by_work = -(-walk // max(1, _GEMV_T_BLOCK_BYTES // setting.tall_tile_bytes(dtype)))
-    by_fill = -(-max(1, _GEMV_T_THREADS_PER_SM // setting.threads) * sms // segments)
+    by_work = -(-walk // max(1, _GEMV_BLOCK_BYTES // setting.tall_tile_bytes(dtype)))
+    if trans:
+        by_fill = -(-max(1, _GEMV_T_THREADS_PER_SM // setting.threads) * sms // segments)
+    else:
+        by_fill = round(_GEMV_N_BLOCKS_PER_SM * sms / segments)
     return max(1, min(walk, max(by_work, by_fill)))
 
 
