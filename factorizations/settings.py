@@ -78,29 +78,48 @@ TRSV_SETTINGS = (
 )
 
 
-def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132) -> TrsvSetting:
-    """Default setting for the largest n of a batch, from ``bench/trsv.py --sweep`` on
-    an H100 (every setting timed on DTRSV and STRSV, LN/LT/UN/UT, 256 MB of matrices,
-    bench/results/NVIDIA_H100_80GB_HBM3/trsv.json).
+def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
+                        itemsize: int = 8) -> TrsvSetting:
+    """Default setting for the largest n of a batch and the kernel's op (``transposed``:
+    op(A) transposes the column-major view the kernel reads, e.g. 'N' on a C-ordered
+    batch), from ``bench/trsv.py --sweep`` on an H100 (every setting timed on DTRSV
+    and STRSV, LN/LT/UN/UT on C-ordered batches, 256 MB of matrices,
+    bench/results/NVIDIA_H100_80GB_HBM3/trsv_sweep.json, session 27).
 
     Up to 16 unknowns a single tile in registers (trsv_tile_kernel): the smallest
-    power-of-two lane group that covers it (double 8 x 8: 122 us against 202 us for 4
-    lanes).  17-32: four lanes, 4-wide tiles and GEMV updates (double: 107-145 us
-    against 139-169 us for the 32-lane tile: eight matrices per warp in flight).
-    33-64: eight lanes; 65-256: one warp as 8 x 4 GEMV lanes; 257-512: four warps,
-    blocked; beyond, eight warps, recursive with MAGMA's window of 256 (double 1024:
-    412-436 us against 501-612 us blocked).
+    power-of-two lane group that covers it (double 8 x 8: 113 us against 194 us for 4
+    lanes).  Not transposed: one warp, the 32-lane single tile to 32 (double 72 us
+    against 165 for four lanes, float 87 against 217) and 8 x 4 GEMV lanes to 256
+    (double 64: 84 us against 108 for eight lanes, float 92 against 205); then the
+    recursive design with MAGMA's window of
+    256, eight warps (double 512: 116 us against 177 blocked), except four warps
+    blocked for float at 257-512 (133 us).  Transposed: four lanes, 4-wide tiles and
+    GEMV updates to 32 (double 102 us, float 111); to 64, sixteen lanes for 8-byte
+    elements (77 against 98 for eight) and four for float (100 against 109); 8 x 4
+    to 256; four warps blocked to 512 (double 123, float 119); beyond, the recursive
+    design for 8-byte elements (double 1024: 297 us against 300) and four warps
+    blocked to 1024 for float (238 against 281).  Complex types follow their element
+    size (not measured).  ``count`` and ``multiprocessors`` are not used yet.
     """
     for s in TRSV_SETTINGS[:3]:
         if n <= s.group_threads:
             return s
+    wide = itemsize >= 8
+    if not transposed:
+        if n <= 32:
+            return TrsvSetting(32, 1)
+        if n <= 256:
+            return TrsvSetting(8, 4)
+        if n <= 512 and not wide:
+            return TrsvSetting(32, 4)
+        return TrsvSetting(32, 8, window=256)
     if n <= 32:
         return TrsvSetting(4, 1)
     if n <= 64:
-        return TrsvSetting(8, 1)
+        return TrsvSetting(16, 1) if wide else TrsvSetting(4, 1)
     if n <= 256:
         return TrsvSetting(8, 4)
-    if n <= 512:
+    if n <= 512 or (n <= 1024 and not wide):
         return TrsvSetting(32, 4)
     return TrsvSetting(32, 8, window=256)
 

@@ -287,7 +287,8 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
         return X, info
     b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
     view_op = a.view_op(op)
-    setting = setting or choose_trsv_setting(n, count, multiprocessor_count())
+    setting = setting or choose_trsv_setting(n, count, multiprocessor_count(),
+                                             transposed=ar.op_transposes(view_op), itemsize=dtype.itemsize)
     args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
             ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
@@ -345,7 +346,9 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
     n_max = max(ns, default=0)
     if count and n_max and k:
         view_op = ar.FLIP[op] if batch.transposed else op
-        setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count())
+        setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(),
+                                                 transposed=ar.op_transposes(view_op),
+                                                 itemsize=np.dtype(dtype).itemsize)
         args = (batch.struct(), b_vec, np.int64(1), x_vec, np.int64(1),
                 info if check else np.uint64(0),
                 _flag_bits(lower != batch.transposed, view_op, unit, check))

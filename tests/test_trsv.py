@@ -10,6 +10,8 @@ NaN first (``poison_pool``), so an element the kernel never writes shows up.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -414,14 +416,25 @@ def test_chooser_picks_registered_settings_and_designs():
     from batched.factorizations import trsv as trsv_module
 
     names = {p.name: s for p, s in registered().items()}["trsv.cu"]
-    for n in (*TRSV_EDGES, *GPU_EDGES, 1024, 5000, 100_000):
-        s = choose_trsv_setting(n, 1000, 132)
+    for n, transposed, itemsize in itertools.product((*TRSV_EDGES, *GPU_EDGES, 1024, 1025, 5000, 100_000),
+                                                     (False, True), (4, 8, 16)):
+        s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
         assert s in TRSV_SETTINGS
-        assert s.recursive == (n > 512), (n, s)
+        wide = itemsize >= 8
+        # measured (trsv_sweep.json): recursive past 512 except float transposed to 1024,
+        # and not transposed float at 257-512
+        recursive = n > 512 and (wide or not transposed or n > 1024) or (not transposed and wide and n > 256)
+        assert s.recursive == recursive, (n, transposed, itemsize, s)
         if n <= 16:   # one register tile: the smallest group that covers n
             assert s.single_tile(n) and n <= s.group_threads <= max(4, 2 * n)
-        else:         # measured: 4 lanes to 32, 8 to 64, a warp to 256, then four and eight warps
-            expect = (4 if n <= 32 else 8 if n <= 64 else 32 if n <= 256 else 128 if n <= 512 else 256)
+        elif not transposed and n <= 32:  # the 32-lane register tile
+            assert s.single_tile(n) and s.group_threads == 32, (n, s)
+        elif not transposed:  # one warp (8 x 4 lanes) to 256, then four or eight warps
+            expect = 32 if n <= 256 else 128 if n <= 512 and not wide else 256
+            assert s.group_threads == expect and not s.single_tile(n), (n, s)
+        else:  # 4 lanes to 32, 16 (8-byte elements) or 4 to 64, a warp to 256, then warps
+            expect = (4 if n <= 32 else (16 if wide else 4) if n <= 64 else 32 if n <= 256
+                      else 128 if n <= 512 or (n <= 1024 and not wide) else 256)
             assert s.group_threads == expect and not s.single_tile(n), (n, s)
         for layout in ("uniform", "pointer", "variable"):
             for dt in bt.SUPPORTED_DTYPES:
