@@ -91,15 +91,15 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     lanes).  Not transposed: one warp, the 32-lane single tile to 32 (double 72 us
     against 165 for four lanes, float 87 against 217) and 8 x 4 GEMV lanes to 256
     (double 64: 84 us against 108 for eight lanes, float 92 against 205); then the
-    recursive design with MAGMA's window of
-    256, eight warps (double 512: 116 us against 177 blocked), except four warps
-    blocked for float at 257-512 (133 us).  Transposed: four lanes, 4-wide tiles and
-    GEMV updates to 32 (double 102 us, float 111); to 64, sixteen lanes for 8-byte
-    elements (77 against 98 for eight) and four for float (100 against 109); 8 x 4
-    to 256; four warps blocked to 512 (double 123, float 119); beyond, the recursive
-    design for 8-byte elements (double 1024: 297 us against 300) and four warps
-    blocked to 1024 for float (238 against 281).  Complex types follow their element
-    size (not measured).  ``count`` and ``multiprocessors`` are not used yet.
+    recursive design with MAGMA's window of 256, eight warps (double 512: 116 us
+    against 177 blocked), except four warps blocked for float at 257-512 (133 us).
+    Transposed: four lanes, 4-wide tiles and GEMV updates to 32 (double 102 us,
+    float 111); to 64, sixteen lanes for 8-byte elements (77 against 98 for eight)
+    and four for float (100 against 109); 8 x 4 to 256; four warps blocked to 512
+    (double 123, float 119); beyond, the recursive design for 8-byte elements
+    (double 1024: 297 us against 300) and four warps blocked to 1024 for float (238
+    against 281).  Complex types follow their element size (not measured).
+    ``count`` and ``multiprocessors`` are not used yet.
     """
     for s in TRSV_SETTINGS[:3]:
         if n <= s.group_threads:
