@@ -176,52 +176,77 @@ def get_kernel(source, name_expression: str):
     return kernel
 
 
-def _compile_names(path: Path, names, arch: str) -> int:
+def _compile_names(path: Path, names, arch: str, extra_options=()) -> int:
     """Compile ``names`` of the source at ``path`` for ``arch`` in one NVRTC program."""
-    compile_program(path, names, arch)
+    compile_program(path, names, arch, extra_options)
     return len(names)
 
 
-# The batch layouts whose instantiations the compile check stops at PTX (see
-# assembled_by_check): a pointer-array or variable-size kernel is its uniform twin
-# with another accessor (layouts.cuh), i.e. other address arithmetic only.
-_PTX_ONLY_LAYOUTS = ("bdf::PointerMatrix<", "bdf::VariableMatrix<")
+# The compile check's build of every instantiation: device debug code (-G) leaves out
+# NVVM's optimizer and most of ptxas's work, 25-50 times faster (session 27, 2 CPU
+# cores: gebrd.cu, 8 instantiations, 109 s optimized against 4.3 s; all 1935
+# instantiations in 110 s against 12.5-15 minutes), and still runs the front end
+# (templates, types), NVVM and ptxas (inline asm, shared-memory and local-memory
+# limits) on every one.
+CHECK_OPTIONS = ("-G",)
+# The batch layouts whose instantiations check_sample passes over: a pointer-array or
+# variable-size kernel is its uniform twin with another accessor (layouts.cuh).
+_TWIN_LAYOUTS = ("bdf::PointerMatrix<", "bdf::VariableMatrix<")
 
 
-def assembled_by_check(name_expression: str) -> bool:
-    """Whether ``compile_registered`` runs ptxas on an instantiation (a CUBIN for
-    the real architecture) rather than stopping at PTX for the virtual one.
+def check_sample(names) -> list[str]:
+    """The instantiations the compile check also builds as get_kernel does (optimized):
+    per kernel template and first template argument (a layout with its element type,
+    or the element type), the first and the last in sorted order (settings at both
+    ends: e.g. the classic and the tensor-core GEMM tiles), pointer-array and
+    variable-size twins left out.  Every kernel template's optimized build is then
+    tried in every element type, against an optimizer or ptxas failure that the
+    debug build would not meet."""
+    ends: dict[tuple, list[str]] = {}
+    for name in sorted(names):
+        head, _, args = name.partition("<")
+        if args.startswith(_TWIN_LAYOUTS):
+            continue
+        group = ends.setdefault((head, _first_template_argument(args)), [name, name])
+        group[1] = name
+    return sorted({name for group in ends.values() for name in group})
 
-    ptxas is about two thirds of the compile time (session 27: gebrd.cu 25 s to
-    PTX, 82 s to CUBIN for 8 instantiations, 2 CPU cores).  The front end and
-    NVVM, where template and type errors arise, run on every instantiation; ptxas,
-    where inline-asm, shared-memory-size and local-memory limits are checked, on
-    every instantiation without a layout argument and on the uniform-layout twin
-    of the others, which holds the same tiles, shared memory and asm."""
-    return not name_expression.partition("<")[2].startswith(_PTX_ONLY_LAYOUTS)
+
+def _first_template_argument(args: str) -> str:
+    depth = 0
+    for i, ch in enumerate(args):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            if depth == 0:
+                return args[:i].strip()
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return args[:i].strip()
+    return args.strip()
 
 
-def compile_registered(arch: str = "sm_90", sources=None, jobs: int = 1, assemble_all: bool = False) -> dict[str, int]:
+def compile_registered(arch: str = "sm_90", sources=None, jobs: int = 1, optimized_all: bool = False) -> dict[str, int]:
     """Compile every registered instantiation for ``arch`` through NVRTC.
 
     Needs no GPU (only the NVRTC library, e.g. the ``nvidia-cuda-nvrtc``
     wheel).  Returns {source name: number of instantiations}; raises
     ``BuildError`` with NVRTC's log and the instantiation names on failure.
-    Instantiations that ``assembled_by_check`` turns away stop at PTX for the
-    virtual architecture (``compute_90`` for ``sm_90``) unless ``assemble_all``.
-    ``jobs`` > 1 splits every source's instantiations over that many worker
+    Every instantiation is built with CHECK_OPTIONS (debug code, to a CUBIN), and
+    ``check_sample``'s as get_kernel builds them; ``optimized_all`` builds every one
+    as get_kernel does instead.  ``jobs`` > 1 splits the work over that many worker
     processes (code generation dominates, so the time divides by the cores).
     """
-    virtual = arch.replace("sm_", "compute_", 1)
     work = []
     for path, names in sorted(registered().items()):
         if sources is not None and path.name not in sources:
             continue
         names = sorted(names)
-        full = [n for n in names if assemble_all or assembled_by_check(n)]
-        ptx = sorted(set(names) - set(full))
-        work += [(path, group, target) for group, target in ((full, arch), (ptx, virtual)) if group]
-    chunks = [(path, names[i::jobs], target) for path, names, target in work for i in range(max(jobs, 1))
+        if optimized_all:
+            work.append((path, names, ()))
+        else:
+            work += [(path, names, CHECK_OPTIONS), (path, check_sample(names), ())]
+    chunks = [(path, names[i::jobs], arch, options) for path, names, options in work for i in range(max(jobs, 1))
               if names[i::jobs]]
     if jobs > 1 and len(chunks) > 1:
         import multiprocessing as mp
@@ -232,6 +257,7 @@ def compile_registered(arch: str = "sm_90", sources=None, jobs: int = 1, assembl
     else:
         counts = [_compile_names(*chunk) for chunk in chunks]
     done = {path.name: 0 for path, _, _ in work}
-    for (path, _, _), count in zip(chunks, counts):
-        done[path.name] += count
+    for (path, _, _, options), count in zip(chunks, counts):
+        if options or optimized_all:  # each instantiation counted once, in its full build
+            done[path.name] += count
     return done

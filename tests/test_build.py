@@ -1,10 +1,11 @@
 """The build layer and the planner, on the CPU.
 
 Every registered kernel instantiation compiles for sm_90 through NVRTC without
-a GPU (CI's guarantee that a kernel which does not compile never lands; ptxas
-runs on every kernel template's uniform-layout and layout-free instantiations,
-the others stop at PTX); a broken source reports the instantiations it was
-asked for; the default choosers only pick registered settings.
+a GPU (CI's guarantee that a kernel which does not compile never lands: every
+one as device debug code, front end, NVVM and ptxas, and a sample of every
+kernel template and element type as get_kernel builds it); a broken source
+reports the instantiations it was asked for; the default choosers only pick
+registered settings.
 """
 
 from __future__ import annotations
@@ -105,33 +106,36 @@ __global__ void bad_asm_kernel(M m) {
 """
 
 
-def test_the_check_assembles_the_uniform_twin_and_layout_free_kernels():
-    assert build.assembled_by_check("gemm_kernel<bdf::UniformMatrix<double>, bdf::UniformMatrix<double>, 8>")
-    assert build.assembled_by_check("kblas_gemv_t_kernel<double, 32, 4>")
-    assert build.assembled_by_check("vector_reduce_kernel<complex<double>, 256, 0>")
-    assert not build.assembled_by_check("gemm_kernel<bdf::PointerMatrix<double>, bdf::PointerMatrix<double>, 8>")
-    assert not build.assembled_by_check("trsv_kernel<bdf::VariableMatrix<float>, bdf::VariableVector<float>, 16>")
-    # every registered kernel template keeps at least one assembled instantiation
+def test_check_sample_covers_every_kernel_template_and_element_type():
+    assert build.CHECK_OPTIONS == ("-G",)
     for path, names in registered().items():
-        kernels = {name.partition("<")[0] for name in names}
-        assembled = {name.partition("<")[0] for name in names if build.assembled_by_check(name)}
-        assert assembled == kernels, (path.name, kernels - assembled)
+        sample = build.check_sample(names)
+        assert set(sample) <= names
+        twins = ("bdf::PointerMatrix<", "bdf::VariableMatrix<")
+        twin_free = {n for n in names if not n.partition("<")[2].startswith(twins)}
+        assert set(sample) <= twin_free
+        keys = {(n.partition("<")[0], build._first_template_argument(n.partition("<")[2])) for n in twin_free}
+        sampled = {(n.partition("<")[0], build._first_template_argument(n.partition("<")[2])) for n in sample}
+        assert sampled == keys, (path.name, keys - sampled)
+        assert len(sample) <= 2 * len(keys)
+    assert build._first_template_argument("bdf::UniformMatrix<complex<double>>, 16, 4>") == \
+        "bdf::UniformMatrix<complex<double>>"
+    assert build._first_template_argument("double>") == "double"
 
 
 @needs_nvrtc
-def test_ptxas_errors_are_caught_where_the_check_assembles(tmp_path):
+def test_the_check_runs_ptxas_on_every_instantiation(tmp_path):
     path = tmp_path / "bad_asm_for_test.cu"
     path.write_text(PTXAS_ONLY_ERROR_SOURCE)
-    uniform, pointer = "bad_asm_kernel<bdf::UniformMatrix<double>>", "bad_asm_kernel<bdf::PointerMatrix<double>>"
+    pointer = "bad_asm_kernel<bdf::PointerMatrix<double>>"
     try:
-        register(path, [pointer])  # stops at PTX: the front end accepts it
-        assert compile_registered("sm_90", sources={path.name}) == {path.name: 1}
-        with pytest.raises(BuildError, match="bad_asm_kernel"):
-            compile_registered("sm_90", sources={path.name}, assemble_all=True)
-        register(path, [uniform])  # assembled by the check: ptxas rejects it
-        with pytest.raises(BuildError) as info:
+        register(path, [pointer])  # not in the optimized sample: the debug build's ptxas rejects it
+        assert build.check_sample([pointer]) == []
+        with pytest.raises(BuildError, match="bad_asm_kernel") as info:
             compile_registered("sm_90", sources={path.name})
-        assert uniform in str(info.value) and pointer not in str(info.value)
+        assert pointer in str(info.value)
+        with pytest.raises(BuildError, match="bad_asm_kernel"):
+            compile_registered("sm_90", sources={path.name}, optimized_all=True)
     finally:
         build._registry.pop(path.resolve(), None)
 
