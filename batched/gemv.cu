@@ -176,3 +176,26 @@ gemv_tall_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
                                           nullptr, nullptr, o);
   }
 }
+
+// Packed GEMV for stacked column-major matrices whose columns are whole 16-byte pieces
+// (bdf::gemv_packed): a warp a matrix, eight warps a block, a grid-stride loop over the
+// batch.  The launcher checks the layout (lda == m == PPC * 16 / sizeof(T), A and the
+// batch stride 16-byte aligned) and sends anything else to the big-tile twin.
+template <typename T, int PPC, bool TRANS>
+__global__ void __launch_bounds__(256)
+gemv_packed_kernel(bdf::UniformMatrix<T> A, bdf::UniformVector<T> x, bdf::UniformVector<T> y,
+                   bdf::UniformVector<T> out, T alpha, T beta, int flags, long long count) {
+  const bool conj = flags & GEMV_CONJ, read_y = flags & GEMV_READ_Y;
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x / 32;
+  const int n = int(A.n), len = TRANS ? int(A.n) : int(A.m);
+  for (long long b = (long long)blockIdx.x * warps + threadIdx.x / 32; b < count;
+       b += (long long)gridDim.x * warps) {
+    const GemvStore<T> store{alpha, beta, read_y ? y.vector(b) : nullptr, y.inc, out.vector(b), out.inc, read_y};
+    if (flags & GEMV_SKIP_PRODUCT) {  // alpha == 0: A and x unread
+      for (int i = lane; i < len; i += 32) store(i, T(0));
+      continue;
+    }
+    bdf::gemv_packed<T, PPC, TRANS>(lane, n, A.matrix(b), x.vector(b), x.inc, conj, store);
+  }
+}

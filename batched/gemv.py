@@ -13,7 +13,7 @@ from . import _plans as plans
 from ._batch import MatrixBatch, allocate_vectors, length_of, vector_list
 from ._operands import lists_overlap, matrix_operand, overlaps, vector_operand, writable_directly
 from .settings import (GEMV_SETTINGS, GemvSetting, check_setting, choose_gemv_setting, multiprocessor_count,
-                       resident_blocks, stage_fits)
+                       packed_pieces, resident_blocks, stage_fits)
 from .device_functions import build
 
 SOURCE = Path(__file__).with_name("gemv.cu")
@@ -22,7 +22,13 @@ SOURCE = Path(__file__).with_name("gemv.cu")
 _CONJ, _READ_Y, _SKIP_PRODUCT = 1, 2, 4
 
 
-def kernel_name(layout: str, dtype, setting: GemvSetting, trans: bool) -> str:
+PACKED_PIECES = (1, 2, 4, 8, 16, 32)  # gemv_packed_kernel's PPC instantiations
+
+
+def kernel_name(layout: str, dtype, setting: GemvSetting, trans: bool, ppc: int = 0) -> str:
+    """The instantiation a launch runs; a packed setting names its kernel for ``ppc``."""
+    if setting.packed:
+        return f"gemv_packed_kernel<{ln.CTYPES[np.dtype(dtype)]}, {ppc}, {'true' if trans else 'false'}>"
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     kernel = "gemv_staged_kernel" if setting.staged else "gemv_tall_kernel" if setting.tall else "gemv_kernel"
     return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
@@ -35,7 +41,7 @@ def stage_capacity(matrix_elements: int, inner: int) -> int:
 
 
 def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, outputs, capacity,
-            aligned=False):
+            aligned=False, ppc=0):
     """Launch on the current stream; ``operands`` are the A, x, y and out accessors.
     Returns (kernel, grid, block, shared memory, args) for a plan.
 
@@ -44,17 +50,21 @@ def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, 
     multiple of 128 bytes (tall tiles then need no extra row tile).  A staged
     setting whose buffers would not fit shared memory runs its unstaged twin
     (same threads, operands read from global memory), so any setting can be
-    forced on any shape.
+    forced on any shape; so does a packed setting on a batch that is not (``ppc``: the
+    uniform batch's packed_pieces, 0 for other batches).
     """
     itemsize = np.dtype(dtype).itemsize
-    if setting.staged and not stage_fits(capacity, itemsize):
-        setting = setting.unstaged()  # the same threads, reading global memory
-    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, trans))
+    if (setting.staged and not stage_fits(capacity, itemsize)) or (setting.packed and not ppc):
+        setting = setting.unstaged()  # the same threads, reading global memory element by element
+    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, trans, ppc))
     tail = (alpha, beta, np.int32(flags), np.int64(count))
     if setting.tall:  # a block per (matrix, segment)
         tiles = setting.tall_segments(outputs, trans, itemsize, aligned)
         grid, block, smem = ln.grid_for(count * tiles, 1), setting.block_threads, 0
         args = (*operands, *tail, np.int32(tiles))
+    elif setting.packed:  # a warp a matrix
+        grid, block, smem = ln.grid_for(count, setting.groups_per_block), setting.block_threads, 0
+        args = (*operands, *tail)
     elif not setting.staged:
         tiles = setting.tiles(outputs)
         grid, block, smem = ln.grid_for(count * tiles, setting.groups_per_block), setting.block_threads, 0
@@ -70,7 +80,10 @@ def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, 
 
 
 build.register(SOURCE, [kernel_name(layout, dt, s, t) for layout in ln.LAYOUT_ACCESSORS
-                        for dt in ar.SUPPORTED_DTYPES for s in GEMV_SETTINGS for t in (False, True)])
+                        for dt in ar.SUPPORTED_DTYPES for s in GEMV_SETTINGS if not s.packed
+                        for t in (False, True)]
+               + [kernel_name("uniform", dt, s, t, ppc) for dt in ar.SUPPORTED_DTYPES
+                  for s in GEMV_SETTINGS if s.packed for ppc in PACKED_PIECES for t in (False, True)])
 
 
 def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None):
@@ -171,14 +184,17 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         trans = ar.op_transposes(view_op)
         flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if read_y else 0) | (
             _SKIP_PRODUCT if skip else 0)
+        ppc = packed_pieces(a.rows, a.ld, dtype.itemsize, a.base, a.stride, count)
         setting = setting or choose_gemv_setting(a.rows, a.cols, trans, count, multiprocessor_count(),
-                                                 stage_fits(capacity, dtype.itemsize), dtype.name)
+                                                 stage_fits(capacity, dtype.itemsize), dtype.name,
+                                                 packed=ppc > 0)
         vec = lambda v: ln.pack("UniformVector", v.base, v.stride, v.inc) if v else ln.pack(  # noqa: E731
             "UniformVector", 0, 0, 0)
         launched = _launch("uniform", dtype, setting, trans,
                            (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols), vec(xv), vec(yv),
                             vec(ov)), alpha, beta, flags, count, rows, capacity,
-                           aligned=a.base % 128 == 0 and (count == 1 or a.stride * dtype.itemsize % 128 == 0))
+                           aligned=a.base % 128 == 0 and (count == 1 or a.stride * dtype.itemsize % 128 == 0),
+                           ppc=ppc)
         if target is out or out is None:
             plans.record(key, *launched, (A, x, y, target), (4, 5), shape, dtype)
     if out is not None and target is not out:

@@ -39,6 +39,11 @@ class GemvSetting:
     most 32 threads, and the launcher picks the block size from the shared
     memory a matrix needs (``stage_groups_per_block``).
 
+    ``packed``: a warp a matrix reading it in 16-byte pieces (``gemv_packed`` in
+    gemv.cuh), for stacked column-major matrices whose columns are a power of two
+    (at most 32) of whole pieces, 16-byte aligned (:func:`packed_pieces`); other
+    batches run its big-tile twin (``dim_x`` x ``dim_y`` = 32 x 1).
+
     ``tall``: large matrices in the KBLAS kernels' tall tiles
     (``device_functions/kblas.cuh``), ``dim_x`` = nb columns a tile and
     ``dim_y`` = Q: a block of nb * Q threads per segment of a matrix (a row
@@ -51,6 +56,7 @@ class GemvSetting:
     tile: int = 0
     staged: bool = False
     tall: bool = False
+    packed: bool = False
 
     @property
     def big_tile(self) -> bool:
@@ -86,7 +92,8 @@ class GemvSetting:
         return 1 if self.tile == 0 else max(1, -(-outputs // self.tile))
 
     def unstaged(self) -> "GemvSetting":
-        """The big-tile setting with the same threads (registered for every staged one)."""
+        """The big-tile setting with the same threads (registered for every staged or
+        packed one)."""
         return GemvSetting(self.dim_x, self.dim_y)
 
     @staticmethod
@@ -106,9 +113,21 @@ class GemvSetting:
         return f"{self.dim_x}, {self.dim_y}, {self.tile}"
 
     def __str__(self) -> str:
-        kind = ("staged" if self.staged else "tall" if self.tall else "big" if self.big_tile
-                else f"tile{self.tile}")
+        kind = ("staged" if self.staged else "tall" if self.tall else "packed" if self.packed
+                else "big" if self.big_tile else f"tile{self.tile}")
         return f"gemv{self.dim_x}x{self.dim_y}{kind}"
+
+
+def packed_pieces(rows: int, ld: int, itemsize: int, base: int, stride: int, count: int) -> int:
+    """PPC, the 16-byte pieces a column of gemv_packed's matrices (column-major, ``rows``
+    of the view, leading dimension ``ld``, first at address ``base``, ``stride``
+    elements apart): a power of two up to 32 when the batch can be read that way, else 0."""
+    if 16 % itemsize or rows <= 0 or ld != rows or rows * itemsize % 16:
+        return 0
+    ppc = rows * itemsize // 16
+    if ppc > 32 or ppc & (ppc - 1) or base % 16 or (count > 1 and stride * itemsize % 16):
+        return 0
+    return ppc
 
 
 # Shared memory of one staged GEMV block (the static limit, so no opt-in is needed);
@@ -195,6 +214,8 @@ class GemmSetting:
                 + (f"b{self.min_blocks}" if self.min_blocks else ""))
 
 
+PACKED_SETTING = GemvSetting(32, 1, packed=True)
+
 # Every setting a launcher may pick; each is a registered instantiation, so CI
 # compiles all of them.  Sub-warp groups (<= 32 threads) put several matrices in
 # one block.
@@ -212,6 +233,8 @@ GEMV_SETTINGS = (
     GemvSetting(4, 1, staged=True), GemvSetting(8, 1, staged=True),
     GemvSetting(4, 8, staged=True), GemvSetting(8, 4, staged=True),
     GemvSetting(16, 2, staged=True), GemvSetting(32, 1, staged=True),
+    # A warp a packed matrix, 16-byte loads.
+    PACKED_SETTING,
     # Large matrices: KBLAS tall tiles, a block per segment.
     GemvSetting(32, 4, tall=True), GemvSetting(64, 4, tall=True), GemvSetting(64, 2, tall=True),
 )
@@ -331,14 +354,41 @@ def table_gemv_setting(dtype: str, trans: bool, rows: int, cols: int, layout: st
     return _nearest(fallback, rows, cols)[1] if fallback else None
 
 
+# Shapes (view rows, view columns) where the packed kernel beat the tuning table's
+# setting by 2 % or more, by dtype and the view's op ('T': True), on stacked batches of
+# 256 MB (H100, session 28, an A/B in one process, C- and F-ordered, trans N and T).
+# Float32 32 x 32 in the view's 'T' (C-ordered 'N'): 98 us against 116 (82 -> 98 % of
+# the copy bandwidth); float64 32 x 32 'T' 101 against 108; complex128 16 x 16 'T' 106
+# against 132; the FEM 8 x 81 shapes 2-5 %.  It lost where a lane has fewer than about
+# eight pieces (8 x 8: 0.3-0.6x; float32 16 x 16 0.78-0.92x) and from 64 KiB matrices
+# (float32 128 x 128 0.88-0.92x against the tall tiles).
+_PACKED_WINS = {
+    ("float32", True): ((32, 32), (64, 64), (8, 81), (8, 84)),
+    ("float32", False): ((8, 81), (8, 84)),
+    ("float64", True): ((32, 32), (8, 81), (8, 84)),
+    ("float64", False): ((16, 16),),
+    ("complex64", True): ((32, 32),),
+    ("complex64", False): ((16, 16), (32, 32)),
+    ("complex128", True): ((16, 16),),
+}
+
+
+def _packed_wins(dtype: str, trans: bool, rows: int, cols: int) -> bool:
+    """A measured win of the packed kernel at these view rows (exactly: a column's
+    pieces are the kernel's template argument) and columns within a factor of two."""
+    return any(rows == er and abs(math.log2(max(cols, 1)) - math.log2(ec)) <= 1
+               for er, ec in _PACKED_WINS.get((dtype, trans), ()))
+
+
 def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
                         multiprocessors: int = 132, stageable: bool = False,
-                        dtype: str = "float64", layout: str = "uniform") -> GemvSetting:
+                        dtype: str = "float64", layout: str = "uniform", packed: bool = False) -> GemvSetting:
     """Default setting for a column-major ``rows x cols`` matrix.
 
     With enough matrices or elements to fill the GPU (the regime the sweep
-    measured: 256 MB of matrices, e.g. 256 of 512x512), the
-    tuning table's choice for the nearest measured shape; a staged choice whose
+    measured: 256 MB of matrices, e.g. 256 of 512x512), the packed kernel where it
+    measured faster and the batch allows it (``packed``: :func:`packed_pieces` found
+    it), else the tuning table's choice for the nearest measured shape; a staged choice whose
     matrix does not fit shared memory (``stageable`` False) becomes its
     unstaged twin.  Otherwise (few matrices) the rules below.  ``layout``:
     the batch layout, whose own measured entries come first (pointer and
@@ -353,6 +403,8 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     First guesses: bench/gemv.py --sweep measures every setting per shape.
     """
     if count >= 8 * multiprocessors or count * max(rows, 1) * max(cols, 1) >= TABLE_MIN_ELEMENTS:
+        if packed and layout == "uniform" and _packed_wins(str(dtype), trans, rows, cols):
+            return PACKED_SETTING
         setting = table_gemv_setting(str(dtype), trans, rows, cols, layout)
         # Tall tiles (128-256 rows by 32-64 columns) won the sweep from 64 x 64 up; a
         # matrix narrower than 64 either way would leave most of a tile's lanes or

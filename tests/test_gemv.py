@@ -244,6 +244,47 @@ def test_gemv_nan_matrix_stays_in_its_own_output(xp, setting, dtype, trans, mn):
     assert gemv_error_ratio(got[keep], A[keep], x[keep], y[keep], 1.0, 1.0, trans) < THRESHOLD
 
 
+# --- the packed kernel (a warp a matrix, 16-byte pieces) ------------------------------------
+
+PACKED = next(s for s in bt.GEMV_SETTINGS if s.packed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("pieces", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("trans", "NTC")
+def test_gemv_packed_every_piece_count(xp, dtype, pieces, trans):
+    """Every PPC instantiation on C-ordered stacks whose view columns (A's rows) are
+    ``pieces`` 16-byte pieces: columns of op(A) 1, 3 and more than one chunk of eight
+    loads a lane, beta != 0, a NaN-poisoned out."""
+    rows = pieces * 16 // np.dtype(dtype).itemsize   # A's last axis: the view's column length
+    for cols in (1, 3, 8 * 32 // pieces + 5):
+        rng = rng_for("packed", str(np.dtype(dtype)), pieces, trans, cols)
+        count = 37
+        A = random_array(rng, (count, cols, rows), dtype)
+        rows_op, inner = op_rows(A.shape, trans)
+        x = random_array(rng, (count, inner), dtype)
+        y = random_array(rng, (count, rows_op), dtype)
+        got = to_np(bt.gemv(to_xp(xp, A), to_xp(xp, x), to_xp(xp, y), alpha=0.75, beta=-1.5, trans=trans,
+                            out=nan_like_out(xp, (count, rows_op), dtype), setting=PACKED))
+        ratio = gemv_error_ratio(got, A, x, y, 0.75, -1.5, trans)
+        assert ratio < THRESHOLD, f"{rows}x{cols}: error ratio {ratio}"
+
+
+def test_packed_pieces_rules():
+    from batched.settings import packed_pieces
+    assert packed_pieces(32, 32, 4, 256, 32 * 32, 10) == 8
+    assert packed_pieces(128, 128, 4, 0, 128 * 7, 3) == 32
+    assert packed_pieces(1, 1, 16, 16, 5, 9) == 1            # complex128: an element a piece
+    assert packed_pieces(256, 256, 4, 0, 0, 1) == 0          # 64 pieces a column: too many
+    assert packed_pieces(24, 24, 4, 0, 24 * 24, 2) == 0      # 6 pieces: not a power of two
+    assert packed_pieces(32, 33, 4, 0, 33 * 32, 2) == 0      # padded columns
+    assert packed_pieces(32, 32, 4, 4, 1024, 2) == 0         # misaligned first matrix
+    assert packed_pieces(32, 32, 4, 0, 1025, 2) == 0         # misaligned stride
+    assert packed_pieces(32, 32, 4, 0, 1025, 1) == 8         # ... unless there is one matrix
+    assert packed_pieces(6, 6, 8, 0, 36, 2) == 0             # 48 bytes: 3 pieces
+    assert packed_pieces(2, 2, 8, 0, 4, 2) == 1
+
+
 # --- pointer arrays and variable sizes ---------------------------------------------------
 
 

@@ -59,6 +59,18 @@ def section_blas():
                 x = rand((5, 17 if trans == "N" else 33), dtype)
                 bt.gemv(A, x, trans=trans, setting=s)
                 checks += 1
+        # The packed kernel: 1, 8 and 32 pieces a column, columns of op(A) past one chunk of
+        # loads, beta = 0 with an uninitialized y; one element into its buffer it runs the twin.
+        packed = next(s for s in bt.GEMV_SETTINGS if s.packed)
+        for pieces in (1, 8, 32):
+            rows = pieces * 16 // np.dtype(dtype).itemsize
+            for offset in (0, 1):
+                P = rand((3, 8 * 32 // pieces + 3, rows), dtype, offset=offset)
+                for trans in "NC":
+                    x = rand((3, P.shape[-1] if trans == "N" else P.shape[-2]), dtype)
+                    y = cp.empty((3, P.shape[-2] if trans == "N" else P.shape[-1]), dtype)
+                    bt.gemv(P, x, y, beta=0.0, trans=trans, setting=packed)
+                    checks += 1
         # Tall tiles past their edges: unchecked interiors and 16-byte loads, C and F
         # views one element into their buffers, list members at other offsets.
         big = rand((2, 300, 131), dtype)
