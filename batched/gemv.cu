@@ -177,20 +177,22 @@ gemv_tall_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
   }
 }
 
-// Packed GEMV for stacked column-major matrices whose columns are whole 16-byte pieces
+// Packed GEMV for column-major matrices whose columns are whole 16-byte pieces
 // (bdf::gemv_packed): a warp a matrix, eight warps a block, a grid-stride loop over the
-// batch.  The launcher checks the layout (lda == m == PPC * 16 / sizeof(T), A and the
-// batch stride 16-byte aligned) and sends anything else to the big-tile twin.
-template <typename T, int PPC, bool TRANS>
+// batch; stacked (uniform) or pointer-array batches.  The launcher checks the layout
+// (lda == m == PPC * 16 / sizeof(T), every matrix 16-byte aligned) and sends anything
+// else to the big-tile twin.
+template <class MatA, class Vec, int PPC, bool TRANS>
 __global__ void __launch_bounds__(256)
-gemv_packed_kernel(bdf::UniformMatrix<T> A, bdf::UniformVector<T> x, bdf::UniformVector<T> y,
-                   bdf::UniformVector<T> out, T alpha, T beta, int flags, long long count) {
+gemv_packed_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
+                   typename MatA::value_type beta, int flags, long long count) {
+  using T = typename MatA::value_type;
   const bool conj = flags & GEMV_CONJ, read_y = flags & GEMV_READ_Y;
   const int lane = threadIdx.x & 31;
   const int warps = blockDim.x / 32;
-  const int n = int(A.n), len = TRANS ? int(A.n) : int(A.m);
   for (long long b = (long long)blockIdx.x * warps + threadIdx.x / 32; b < count;
        b += (long long)gridDim.x * warps) {
+    const int n = A.cols(b), len = TRANS ? n : A.rows(b);
     const GemvStore<T> store{alpha, beta, read_y ? y.vector(b) : nullptr, y.inc, out.vector(b), out.inc, read_y};
     if (flags & GEMV_SKIP_PRODUCT) {  // alpha == 0: A and x unread
       for (int i = lane; i < len; i += 32) store(i, T(0));

@@ -23,16 +23,17 @@ _CONJ, _READ_Y, _SKIP_PRODUCT = 1, 2, 4
 
 
 PACKED_PIECES = (1, 2, 4, 8, 16, 32)  # gemv_packed_kernel's PPC instantiations
+PACKED_LAYOUTS = ("uniform", "pointer")
 
 
 def kernel_name(layout: str, dtype, setting: GemvSetting, trans: bool, ppc: int = 0) -> str:
     """The instantiation a launch runs; a packed setting names its kernel for ``ppc``."""
-    if setting.packed:
-        return f"gemv_packed_kernel<{ln.CTYPES[np.dtype(dtype)]}, {ppc}, {'true' if trans else 'false'}>"
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    head = f"{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}"
+    if setting.packed:
+        return f"gemv_packed_kernel<{head}, {ppc}, {'true' if trans else 'false'}>"
     kernel = "gemv_staged_kernel" if setting.staged else "gemv_tall_kernel" if setting.tall else "gemv_kernel"
-    return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
-            f"{setting.template_args()}, {'true' if trans else 'false'}>")
+    return f"{kernel}<{head}, {setting.template_args()}, {'true' if trans else 'false'}>"
 
 
 def stage_capacity(matrix_elements: int, inner: int) -> int:
@@ -82,7 +83,7 @@ def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, 
 build.register(SOURCE, [kernel_name(layout, dt, s, t) for layout in ln.LAYOUT_ACCESSORS
                         for dt in ar.SUPPORTED_DTYPES for s in GEMV_SETTINGS if not s.packed
                         for t in (False, True)]
-               + [kernel_name("uniform", dt, s, t, ppc) for dt in ar.SUPPORTED_DTYPES
+               + [kernel_name(layout, dt, s, t, ppc) for layout in PACKED_LAYOUTS for dt in ar.SUPPORTED_DTYPES
                   for s in GEMV_SETTINGS if s.packed for ppc in PACKED_PIECES for t in (False, True)])
 
 
@@ -263,12 +264,14 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
         # Nor is it staged: buffers sized for the largest member hold few groups a block.
         variable = batch.layout == "variable"
         vr, vc = batch.view_dims_typical if variable else batch.view_dims_max
+        ppc = 0 if variable else batch.memo("packed_pieces", lambda: packed_pieces(
+            vr, batch.lds[0], dtype.itemsize, 0 if all(a.data.ptr % 16 == 0 for a in batch.arrays) else 1, 0, 1))
         setting = setting or choose_gemv_setting(vr, vc, trans, count, multiprocessor_count(),
                                                  not variable and stage_fits(capacity, dtype.itemsize),
-                                                 dtype.name, batch.layout)
+                                                 dtype.name, batch.layout, packed=ppc > 0)
         _launch(batch.layout, dtype, setting, trans,
                 (batch.struct(), xs.struct(), ys.struct() if read_y else ln.pack("PointerVector", 0, 0, 0),
-                 result.struct()), alpha, beta, flags, count, max_rows, capacity)
+                 result.struct()), alpha, beta, flags, count, max_rows, capacity, ppc=ppc)
     if outs is not None and result is not outs:
         if outs.rows_of is not None and result.rows_of is not None:
             outs.rows_of[...] = result.rows_of

@@ -387,8 +387,8 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
 
     With enough matrices or elements to fill the GPU (the regime the sweep
     measured: 256 MB of matrices, e.g. 256 of 512x512), the packed kernel where it
-    measured faster and the batch allows it (``packed``: :func:`packed_pieces` found
-    it), else the tuning table's choice for the nearest measured shape; a staged choice whose
+    measured faster (stacked batches; pointer arrays are taken to gain alike) and the
+    batch allows it (``packed``: :func:`packed_pieces` found it), else the tuning table's choice for the nearest measured shape; a staged choice whose
     matrix does not fit shared memory (``stageable`` False) becomes its
     unstaged twin.  Otherwise (few matrices) the rules below.  ``layout``:
     the batch layout, whose own measured entries come first (pointer and
@@ -403,7 +403,7 @@ def choose_gemv_setting(rows: int, cols: int, trans: bool, count: int,
     First guesses: bench/gemv.py --sweep measures every setting per shape.
     """
     if count >= 8 * multiprocessors or count * max(rows, 1) * max(cols, 1) >= TABLE_MIN_ELEMENTS:
-        if packed and layout == "uniform" and _packed_wins(str(dtype), trans, rows, cols):
+        if packed and layout != "variable" and _packed_wins(str(dtype), trans, rows, cols):
             return PACKED_SETTING
         setting = table_gemv_setting(str(dtype), trans, rows, cols, layout)
         # Tall tiles (128-256 rows by 32-64 columns) won the sweep from 64 x 64 up; a

@@ -166,15 +166,16 @@ def test_gemv_chooser_takes_the_packed_kernel_only_where_it_won_and_the_batch_al
     assert choose_gemv_setting(32, 32, True, 65536, 132, True, "float32", packed=True) == PACKED_SETTING
     assert choose_gemv_setting(8, 81, True, 10**5, 132, True, "float64", packed=True) == PACKED_SETTING
     assert choose_gemv_setting(32, 32, True, 65536, 132, True, "float32", packed=False) != PACKED_SETTING
-    assert choose_gemv_setting(32, 32, True, 65536, 132, True, "float32", "pointer", packed=True) != PACKED_SETTING
+    assert choose_gemv_setting(32, 32, True, 65536, 132, True, "float32", "pointer", packed=True) == PACKED_SETTING
+    assert choose_gemv_setting(32, 32, True, 65536, 132, True, "float32", "variable", packed=True) != PACKED_SETTING
     for rows, cols in ((8, 8), (16, 16), (128, 128), (8, 8000)):  # lost, or never measured
         assert choose_gemv_setting(rows, cols, True, 10**5, 132, True, "float32", packed=True) != PACKED_SETTING
     assert choose_gemv_setting(32, 32, True, 4, 132, True, "float32", packed=True) != PACKED_SETTING
     names = {path.name: n for path, n in registered().items()}["gemv.cu"]
-    for dt in batched.SUPPORTED_DTYPES:
+    for layout, dt in itertools.product(gemv_module.PACKED_LAYOUTS, batched.SUPPORTED_DTYPES):
         for ppc in gemv_module.PACKED_PIECES:
             for trans in (False, True):
-                assert gemv_module.kernel_name("uniform", dt, PACKED_SETTING, trans, ppc) in names
+                assert gemv_module.kernel_name(layout, dt, PACKED_SETTING, trans, ppc) in names
 
 
 EDGE_SIZES = (0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 513)

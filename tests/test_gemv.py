@@ -268,6 +268,25 @@ def test_gemv_packed_every_piece_count(xp, dtype, pieces, trans):
                             out=nan_like_out(xp, (count, rows_op), dtype), setting=PACKED))
         ratio = gemv_error_ratio(got, A, x, y, 0.75, -1.5, trans)
         assert ratio < THRESHOLD, f"{rows}x{cols}: error ratio {ratio}"
+        # the same members as a pointer array: aligned (the packed kernel), then one
+        # member an element into its buffer (the twin; complex128 is always 16-byte aligned)
+        Ad = to_xp(xp, A)
+        lists = [[Ad[i] for i in range(count)]]
+        if np.dtype(dtype).itemsize < 16:
+            lists.append([Ad[i] for i in range(count - 1)] + [_shifted(xp, A[-1])])
+        for members in lists:
+            got = to_np(bt.gemv(members, to_xp(xp, x), to_xp(xp, y), alpha=0.75, beta=-1.5, trans=trans,
+                                setting=PACKED))
+            ratio = gemv_error_ratio(got, A, x, y, 0.75, -1.5, trans)
+            assert ratio < THRESHOLD, f"pointer {rows}x{cols}: error ratio {ratio}"
+
+
+def _shifted(xp, a):
+    """A copy of ``a`` (C-ordered) that starts one element into its buffer."""
+    flat = xp.zeros(a.size + 1, a.dtype)
+    out = flat[1:].reshape(a.shape)
+    out[...] = to_xp(xp, a)
+    return out
 
 
 def test_packed_pieces_rules():

@@ -70,7 +70,8 @@ def section_blas():
                     x = rand((3, P.shape[-1] if trans == "N" else P.shape[-2]), dtype)
                     y = cp.empty((3, P.shape[-2] if trans == "N" else P.shape[-1]), dtype)
                     bt.gemv(P, x, y, beta=0.0, trans=trans, setting=packed)
-                    checks += 1
+                    bt.gemv([P[i] for i in range(3)], x, y, beta=0.0, trans=trans, setting=packed)
+                    checks += 2
         # Tall tiles past their edges: unchecked interiors and 16-byte loads, C and F
         # views one element into their buffers, list members at other offsets.
         big = rand((2, 300, 131), dtype)
