@@ -151,10 +151,28 @@ __device__ typename real_of<T>::type nrm2(ThreadGroup<G> g, int n, const T* x, l
   constexpr int U = CHUNK > 0 ? CHUNK : sizeof(T) >= 16 ? 4 : 8;
   R sum = 0;
   bool outside = false;
-  chunked<U>(g, n, [&](int i) { return x[i * incx]; }, [&](T v) {
+  auto add = [&](T v) {
     square_add(real_part(v), sum, outside);
     if constexpr (is_complex_v<T>) square_add(imag_part(v), sum, outside);
-  });
+  };
+  constexpr int W = 16 / int(sizeof(T));  // elements of a 16-byte piece
+  using Piece = typename RunPiece<W, T>::Piece;
+  if (CHUNK == 0 && W > 1 && incx == 1) {
+    // A contiguous vector in 16-byte pieces, four a lane at a time (as many bytes in
+    // flight as eight single loads of double, four times those of float), the
+    // elements before the first 16-byte boundary and after the last one apart.
+    const int head = min(n, int((16 - reinterpret_cast<unsigned long long>(x) % 16) % 16 / sizeof(T)));
+    const int pieces = (n - head) / W, tail = head + pieces * W;
+    if (g.rank < head) add(x[g.rank]);
+    const Piece* p = reinterpret_cast<const Piece*>(x + head);
+    chunked<4>(g, pieces, [&](int i) { return p[i]; }, [&](const Piece& v) {
+#pragma unroll
+      for (int e = 0; e < W; ++e) add(v.v[e]);
+    });
+    for (int i = tail + g.rank; i < n; i += G) add(x[i]);
+  } else {
+    chunked<U>(g, n, [&](int i) { return x[i * incx]; }, add);
+  }
   const R minus_inf = -R(1) / R(0);
   const R total = group_sum(g, outside ? minus_inf : sum, reinterpret_cast<R*>(work));
   if (total == total && total != minus_inf) return sqrt(total);

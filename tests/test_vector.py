@@ -157,6 +157,27 @@ def test_nrm2_near_overflow_and_underflow(xp, setting, dtype, n):
     assert np.all(rel <= tol), (rel, tol)
 
 
+@pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nrm2_any_start_and_length(xp, setting, dtype):
+    """Contiguous vectors read in 16-byte pieces: every start modulo 16 bytes, lengths
+    short of a piece, between pieces and long, with the elements before the first and
+    after the last boundary; one row near overflow (the second pass after the pieces)."""
+    gpu_only_setting(xp, setting)
+    rng = rng_for("nrm2 pieces", str(dtype))
+    single = np.dtype(dtype) in (np.float32, np.complex64)
+    for n in (1, 2, 3, 5, 8, 13, 33, 100):
+        for start in range(4):
+            rows = 5
+            flat = random_array(rng, (rows * n + start,), dtype)
+            x = flat[start:].reshape(rows, n)
+            x[2] *= 1e35 if single else 1e300
+            got = to_np(bt.nrm2(to_xp(xp, flat)[start:].reshape(rows, n), setting=setting))
+            ref = scaled_norm(x)
+            rel = np.abs(got.astype(np.float64) - ref) / ref
+            assert np.all(rel <= (2 * n + 4) * eps(dtype)), (n, start, rel)
+
+
 def test_nrm2_propagates_nan_and_inf(xp):
     x = np.ones((4, 40))
     x[1, 7] = np.nan
