@@ -44,13 +44,20 @@ gemm_module = importlib.import_module("batched.gemm")
 def test_registry_holds_every_setting_dtype_and_layout():
     reg = {path.name: names for path, names in registered().items()}
     assert "gemv.cu" in reg and "gemm.cu" in reg
+    plain = [s for s in batched.GEMV_SETTINGS if not s.packed]
+    packed = [s for s in batched.GEMV_SETTINGS if s.packed]
+    # the packed kernel: stacked and pointer-array batches, one instantiation a piece count
     gemv_expected = {gemv_module.kernel_name(layout, dt, s, t) for layout in LAYOUTS
-                     for dt in batched.SUPPORTED_DTYPES for s in batched.GEMV_SETTINGS for t in (False, True)}
+                     for dt in batched.SUPPORTED_DTYPES for s in plain for t in (False, True)}
+    gemv_expected |= {gemv_module.kernel_name(layout, dt, s, t, ppc) for layout in gemv_module.PACKED_LAYOUTS
+                      for dt in batched.SUPPORTED_DTYPES for s in packed for ppc in gemv_module.PACKED_PIECES
+                      for t in (False, True)}
     gemm_expected = {gemm_module.kernel_name(layout, dt, s) for layout in LAYOUTS
                      for s in batched.GEMM_SETTINGS for dt in s.dtypes(batched.SUPPORTED_DTYPES)}
     assert reg["gemv.cu"] == gemv_expected
     assert reg["gemm.cu"] == gemm_expected
-    assert len(reg["gemv.cu"]) == len(LAYOUTS) * 4 * len(batched.GEMV_SETTINGS) * 2
+    assert len(reg["gemv.cu"]) == 4 * 2 * (len(LAYOUTS) * len(plain) + len(gemv_module.PACKED_LAYOUTS)
+                                           * len(packed) * len(gemv_module.PACKED_PIECES))
     tensor = sum(1 for s in batched.GEMM_SETTINGS if s.mma)
     assert tensor >= 1
     assert len(reg["gemm.cu"]) == len(LAYOUTS) * (4 * (len(batched.GEMM_SETTINGS) - tensor) + tensor)
