@@ -12,8 +12,8 @@ from . import _launch as ln
 from . import _plans as plans
 from ._batch import MatrixBatch, allocate_vectors, length_of, vector_list
 from ._operands import lists_overlap, matrix_operand, overlaps, vector_operand, writable_directly
-from .settings import (GEMV_SETTINGS, GemvSetting, check_setting, choose_gemv_setting, multiprocessor_count,
-                       packed_pieces, resident_blocks, stage_fits)
+from .settings import (GEMV_SETTINGS, PACKED_PIECES, GemvSetting, check_setting, choose_gemv_setting,
+                       multiprocessor_count, packed_pieces, resident_blocks, stage_fits)
 from .device_functions import build
 
 SOURCE = Path(__file__).with_name("gemv.cu")
@@ -22,7 +22,6 @@ SOURCE = Path(__file__).with_name("gemv.cu")
 _CONJ, _READ_Y, _SKIP_PRODUCT = 1, 2, 4
 
 
-PACKED_PIECES = (1, 2, 4, 8, 16, 32)  # gemv_packed_kernel's PPC instantiations
 PACKED_LAYOUTS = ("uniform", "pointer")
 
 

@@ -118,14 +118,17 @@ class GemvSetting:
         return f"gemv{self.dim_x}x{self.dim_y}{kind}"
 
 
+PACKED_PIECES = (1, 2, 4, 8, 16, 32)  # gemv_packed_kernel's PPC instantiations
+
+
 def packed_pieces(rows: int, ld: int, itemsize: int, base: int, stride: int, count: int) -> int:
     """PPC, the 16-byte pieces a column of gemv_packed's matrices (column-major, ``rows``
     of the view, leading dimension ``ld``, first at address ``base``, ``stride``
-    elements apart): a power of two up to 32 when the batch can be read that way, else 0."""
+    elements apart): one of PACKED_PIECES when the batch can be read that way, else 0."""
     if 16 % itemsize or rows <= 0 or ld != rows or rows * itemsize % 16:
         return 0
     ppc = rows * itemsize // 16
-    if ppc > 32 or ppc & (ppc - 1) or base % 16 or (count > 1 and stride * itemsize % 16):
+    if ppc not in PACKED_PIECES or base % 16 or (count > 1 and stride * itemsize % 16):
         return 0
     return ppc
 

@@ -110,34 +110,16 @@ __device__ void gemv_t(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, const T* __re
   }
 }
 
-// bdf::gemv_packed: r = op(A) x for ONE packed column-major matrix (lda == m), read by
-// one warp in 16-byte pieces, op = N (r_i = sum_j A(i, j) x_j) or, with TRANS, T / C.
-// A column is PPC whole pieces (m = PPC * W, W = 16 / sizeof(T) elements a piece; PPC a
-// power of two, 1..32), so every load instruction of the warp covers 512 consecutive
-// bytes of the matrix: lane l always reads piece l % PPC of a column, of the columns
-// l / PPC + k * (32 / PPC).  Why: gemv_n / gemv_t load an element a thread, 4-16
-// bytes: a 32 x 32 float32 matrix takes 32 load instructions a warp there against 8
-// here, and the view-'T' float32 32 x 32 batch ran at 82 % of the copy bandwidth.
-// T: each lane keeps the W elements of x of its piece's rows; the KC column sums of a
-// round of loads are split over the PPC lanes that read them (group_sum_scatter: a
-// butterfly a column spent 5 x 4 shuffles a column of complex128 32 x 32).  N: each
-// lane accumulates its piece's W rows over its columns; a row's sum is a butterfly
-// over the 32 / PPC lanes that share the piece.  KC pieces a lane are loaded before any is used.
-// Threads:  one whole warp (`lane` 0..31), every lane calls it.
-// Shared:   none.  Sync: none (shuffles over the full warp).
-// Memory:   A 16-byte aligned, column-major with lda = m; x read with increment incx
-//           (T: its first m elements; N: its first n).  store(i, r) exactly once per
-//           output index (T: n of them; N: m), by one lane.
-// Failure:  none; NaN/Inf propagate as in BLAS.
 // Sums of v[0 .. KC) each over the PPC lanes of the lane's group (groups of PPC
 // consecutive lanes, KC and PPC powers of two): recursive halving, so a lane sends
 // KC / 2 + KC / 4 + ... values instead of KC log2(PPC).  On return v[0 .. KC / min(KC,
 // PPC)) hold the sums of the values first, first + 1, ... (the return value), complete
 // in the lanes whose rank in the group is a multiple of PPC / min(KC, PPC).  Every lane
-// of the warp calls it.
+// of the warp calls it.  group_scatter_split: min(KC, PPC).
+template <int KC, int PPC> __host__ __device__ constexpr int group_scatter_split() { return KC < PPC ? KC : PPC; }
 template <int KC, int PPC, typename T>
 __device__ __forceinline__ int group_sum_scatter(T (&v)[KC], int lane) {
-  constexpr int SPLIT = KC < PPC ? KC : PPC;
+  constexpr int SPLIT = group_scatter_split<KC, PPC>();
   int first = 0;
 #pragma unroll
   for (int t = 1; t < SPLIT; t *= 2) {  // halvings: t = 1, 2, .. SPLIT / 2
@@ -158,6 +140,26 @@ __device__ __forceinline__ int group_sum_scatter(T (&v)[KC], int lane) {
   return first;
 }
 
+// bdf::gemv_packed: r = op(A) x for ONE packed column-major matrix (lda == m), read by
+// one warp in 16-byte pieces, op = N (r_i = sum_j A(i, j) x_j) or, with TRANS, T / C.
+// A column is PPC whole pieces (m = PPC * W, W = 16 / sizeof(T) elements a piece; PPC a
+// power of two, 1..32), so every load instruction of the warp covers 512 consecutive
+// bytes of the matrix: lane l always reads piece l % PPC of a column, of the columns
+// l / PPC + k * (32 / PPC).  Why: gemv_n / gemv_t load an element a thread, 4-16
+// bytes: a 32 x 32 float32 matrix takes 32 load instructions a warp there against 8
+// here, and the view-'T' float32 32 x 32 batch ran at 82 % of the copy bandwidth.
+// T: each lane keeps the W elements of x of its piece's rows; the KC column sums of a
+// round of loads are split over the PPC lanes that read them (group_sum_scatter: a
+// butterfly a column spent 5 x 4 shuffles a column of complex128 32 x 32).  N: each
+// lane accumulates its piece's W rows over its columns; a row's sum is a butterfly
+// over the 32 / PPC lanes that share the piece.  KC pieces a lane are loaded before
+// any is used.
+// Threads:  one whole warp (`lane` 0..31), every lane calls it.
+// Shared:   none.  Sync: none (shuffles over the full warp).
+// Memory:   A 16-byte aligned, column-major with lda = m; x read with increment incx
+//           (T: its first m elements; N: its first n).  store(i, r) exactly once per
+//           output index (T: n of them; N: m), by one lane.
+// Failure:  none; NaN/Inf propagate as in BLAS.
 template <typename T, int PPC, bool TRANS, class Store>
 __device__ __forceinline__ void gemv_packed(int lane, int n, const T* __restrict__ A, const T* __restrict__ x,
                                             long long incx, bool conj, Store store) {
@@ -197,7 +199,7 @@ __device__ __forceinline__ void gemv_packed(int lane, int n, const T* __restrict
 #pragma unroll
         for (int e = 0; e < W; ++e) s[k] += conj_if(a[k][e], conj) * xr[e];
       }
-      constexpr int SPLIT = KC < PPC ? KC : PPC;
+      constexpr int SPLIT = group_scatter_split<KC, PPC>();
       const int first = group_sum_scatter<KC, PPC>(s, lane);
       if (rp % (PPC / SPLIT) == 0) {
 #pragma unroll

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import batched as bt
+from batched.settings import PACKED_SETTING
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemv_error_ratio
 from strategies import (DTYPES, MIXED_DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
@@ -246,7 +247,7 @@ def test_gemv_nan_matrix_stays_in_its_own_output(xp, setting, dtype, trans, mn):
 
 # --- the packed kernel (a warp a matrix, 16-byte pieces) ------------------------------------
 
-PACKED = next(s for s in bt.GEMV_SETTINGS if s.packed)
+PACKED = PACKED_SETTING
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -15,6 +15,7 @@ import cupy as cp
 import numpy as np
 
 import batched as bt
+from batched.settings import PACKED_SETTING
 
 cp.cuda.set_allocator(None)
 rng = np.random.default_rng(7)
@@ -61,7 +62,6 @@ def section_blas():
                 checks += 1
         # The packed kernel: 1, 8 and 32 pieces a column, columns of op(A) past one chunk of
         # loads, beta = 0 with an uninitialized y; one element into its buffer it runs the twin.
-        packed = next(s for s in bt.GEMV_SETTINGS if s.packed)
         for pieces in (1, 8, 32):
             rows = pieces * 16 // np.dtype(dtype).itemsize
             for offset in (0, 1):
@@ -69,8 +69,8 @@ def section_blas():
                 for trans in "NC":
                     x = rand((3, P.shape[-1] if trans == "N" else P.shape[-2]), dtype)
                     y = cp.empty((3, P.shape[-2] if trans == "N" else P.shape[-1]), dtype)
-                    bt.gemv(P, x, y, beta=0.0, trans=trans, setting=packed)
-                    bt.gemv([P[i] for i in range(3)], x, y, beta=0.0, trans=trans, setting=packed)
+                    bt.gemv(P, x, y, beta=0.0, trans=trans, setting=PACKED_SETTING)
+                    bt.gemv([P[i] for i in range(3)], x, y, beta=0.0, trans=trans, setting=PACKED_SETTING)
                     checks += 2
         # Tall tiles past their edges: unchecked interiors and 16-byte loads, C and F
         # views one element into their buffers, list members at other offsets.
