@@ -242,7 +242,12 @@ def _solve_numpy(A, X, lower, op, unit, check):
 # --- GPU ---------------------------------------------------------------------------------
 
 
-def _launch(layout, dtype, setting, n_max, count, nrhs, args):
+def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args):
+    """Launch the solve of ``count`` systems of at most ``n_max`` unknowns and ``nrhs``
+    right-hand sides; ``setting`` None takes the default for the kernel's op (``view_op``)."""
+    setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(),
+                                             transposed=ar.op_transposes(view_op),
+                                             itemsize=np.dtype(dtype).itemsize)
     plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, sv.smem_limit())
     name = tile_kernel_name(layout, dtype, setting.group_threads) if setting.single_tile(n_max) else \
         kernel_name(layout, dtype, setting)
@@ -287,13 +292,11 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
         return X, info
     b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
     view_op = a.view_op(op)
-    setting = setting or choose_trsv_setting(n, count, multiprocessor_count(),
-                                             transposed=ar.op_transposes(view_op), itemsize=dtype.itemsize)
     args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
             ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
             info if check else np.uint64(0), _flag_bits(lower != a.transposed, view_op, unit, check))
-    _launch("uniform", dtype, setting, n, count, k, args)
+    _launch("uniform", dtype, setting, view_op, n, count, k, args)
     del b_arr
     return X, info
 
@@ -346,13 +349,10 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
     n_max = max(ns, default=0)
     if count and n_max and k:
         view_op = ar.FLIP[op] if batch.transposed else op
-        setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(),
-                                                 transposed=ar.op_transposes(view_op),
-                                                 itemsize=np.dtype(dtype).itemsize)
         args = (batch.struct(), b_vec, np.int64(1), x_vec, np.int64(1),
                 info if check else np.uint64(0),
                 _flag_bits(lower != batch.transposed, view_op, unit, check))
-        _launch(batch.layout, dtype, setting, n_max, count, k, args)
+        _launch(batch.layout, dtype, setting, view_op, n_max, count, k, args)
     elif count and check and k == 0 and not unit:
         for i, a in enumerate(batch.arrays_user):
             zero = ar.exactly_zero(xp.diagonal(a), xp)
