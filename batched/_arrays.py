@@ -50,17 +50,22 @@ def _is_gpu_object(obj) -> bool:
     return False
 
 
-def as_array(obj, name: str):
-    """(array, xp) for one operand; GPU objects become CuPy without a copy."""
+def as_array(obj, name: str, *, writable: bool = False):
+    """(array, xp) for one operand; GPU objects become CuPy without a copy.
+
+    A GPU array whose elements are not aligned to their size (``misaligned``)
+    is read through an aligned copy, unless it is ``writable`` (an output the
+    caller writes back into with ``assign``): every kernel, CuPy's own
+    included, loads an element with one instruction of its size, which faults
+    on such an address and takes the CUDA context with it."""
     cp = cupy_or_none()
     if cp is not None and isinstance(obj, cp.ndarray):
-        return obj, cp
+        return (obj if writable else aligned(obj)), cp
     if isinstance(obj, np.ndarray):
         return obj, np
     if _is_gpu_object(obj):
-        if hasattr(obj, "__cuda_array_interface__"):
-            return cp.asarray(obj), cp
-        return cp.from_dlpack(obj), cp
+        arr = cp.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else cp.from_dlpack(obj)
+        return (arr if writable else aligned(arr)), cp
     if isinstance(obj, (list, tuple, numbers.Number, np.generic)):
         return np.asarray(obj), np
     if hasattr(obj, "__array__") or hasattr(obj, "__dlpack__"):
@@ -170,7 +175,54 @@ def batch_stride(shape, strides_elems):
     return 0 if stride is None else stride
 
 
+def misaligned(arr) -> bool:
+    """Is ``arr`` a non-empty GPU array with an element not at a multiple of its
+    size (e.g. complex128 viewed 8 bytes into a float64 buffer)?  NumPy copes
+    with such arrays itself; ``None`` and NumPy arrays are never misaligned."""
+    ptr = getattr(getattr(arr, "data", None), "ptr", None)
+    if ptr is None or arr.size == 0:
+        return False
+    item = arr.dtype.itemsize
+    return ptr % item != 0 or any(s % item for s, d in zip(arr.strides, arr.shape) if d > 1)
+
+
+def _byte_view(arr):
+    """The bytes of a CuPy array as uint8 with one more axis (the element's bytes):
+    a copy through it loads one byte at a time, so any address will do."""
+    import cupy
+
+    return cupy.ndarray((*arr.shape, arr.dtype.itemsize), cupy.uint8, memptr=arr.data,
+                        strides=(*arr.strides, 1))
+
+
+def aligned(arr):
+    """``arr``, or a C-contiguous copy of it when it is ``misaligned``."""
+    if not misaligned(arr):
+        return arr
+    import cupy
+
+    copy = cupy.empty(arr.shape, arr.dtype)
+    _byte_view(copy)[...] = _byte_view(arr)
+    return copy
+
+
+def assign(dst, src) -> None:
+    """``dst[...] = src``, also where ``dst`` is ``misaligned`` (an ``out`` the caller
+    gave): ``src`` is then broadcast and converted first and copied byte by byte."""
+    if not misaligned(dst):
+        dst[...] = src
+        return
+    import cupy
+
+    src = cupy.ascontiguousarray(cupy.broadcast_to(aligned(src).astype(dst.dtype, copy=False), dst.shape))
+    _byte_view(dst)[...] = _byte_view(src)
+
+
 def elem_strides(arr):
+    """Strides in elements, or None when the kernels cannot take ``arr`` in place:
+    a stride that is not whole elements, or a ``misaligned`` GPU array."""
+    if misaligned(arr):
+        return None
     item = arr.dtype.itemsize
     out = []
     for s in arr.strides:
@@ -253,7 +305,7 @@ def blas_operands(first, second, added, out, alpha, beta, names=("A", "x", "y"))
     first, _ = as_array(first, n1)
     second, _ = as_array(second, n2)
     added = as_array(added, n3)[0] if added is not None else None
-    out = as_array(out, "out")[0] if out is not None else None
+    out = as_array(out, "out", writable=True)[0] if out is not None else None
     xp = common_backend({n1: first, n2: second, n3: added, "out": out})
     dtype = result_dtype({n1: first, n2: second, n3: added})
     return (first, second, added, out, xp, dtype,

@@ -101,7 +101,8 @@ class MatrixBatch:
     def __init__(self, arrays, name: str = "A"):
         if isinstance(arrays, MatrixBatch):
             raise TypeError("already a batch")
-        members = [ar.as_array(a, f"{name}[{i}]")[0] for i, a in enumerate(arrays)]
+        # A batch named "out" is written into: its members are kept as given (see as_array).
+        members = [ar.as_array(a, f"{name}[{i}]", writable=name == "out")[0] for i, a in enumerate(arrays)]
         named = {f"{name}[{i}]": a for i, a in enumerate(members)}
         self.xp = ar.common_backend(named) if members else np
         for key, a in named.items():
@@ -140,6 +141,7 @@ class MatrixBatch:
         for a in members:
             o = orientation(a, order)
             if o is None or o[0] != order:
+                a = ar.aligned(a)  # a misaligned "out" member: CuPy's copy would fault on it
                 a = xp.ascontiguousarray(a) if order == "C" else xp.asfortranarray(a)
                 o = orientation(a, order)
             kept.append(a)
@@ -261,12 +263,13 @@ class VectorList:
             self.direct = self.inc != 0 and (row_stride != 0 or self.count <= 1)
             return
         self.count = len(arrays)
-        incs = set()
+        incs, unreadable = set(), False
         for v in arrays:
             st = ar.elem_strides(v)
+            unreadable |= st is None  # a misaligned "out" member: written back by assign
             incs.add(st[0] if (st is not None and v.shape[0] > 1) else None)
         incs.discard(None)
-        self.inc = incs.pop() if len(incs) == 1 else (1 if not incs else None)
+        self.inc = None if unreadable else incs.pop() if len(incs) == 1 else (1 if not incs else None)
         self.direct = self.inc is not None and self.inc != 0
 
     @classmethod
@@ -341,9 +344,9 @@ def vector_list(obj, batch: MatrixBatch, name: str, lengths, exact_dtype=None) -
     if isinstance(obj, (list, tuple)):
         if len(obj) != count:
             raise ValueError(f"{name} has {len(obj)} vectors but {batch.name} has {count} matrices")
-        vectors = [ar.as_array(v, f"{name}[{i}]")[0] for i, v in enumerate(obj)]
+        vectors = [ar.as_array(v, f"{name}[{i}]", writable=name == "out")[0] for i, v in enumerate(obj)]
     else:
-        arr = ar.as_array(obj, name)[0]
+        arr = ar.as_array(obj, name, writable=name == "out")[0]
         if arr.ndim == 1:
             vectors = [arr] * count
         elif arr.ndim == 2 and arr.shape[0] == count:

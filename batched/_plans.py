@@ -37,7 +37,8 @@ _SCALAR_TYPES = (int, float, complex)
 
 def signature(arrays, extra):
     """The plan key of a call, or None when a plan cannot apply (an operand that
-    is not a plain CuPy array, or scalars and letters that are not plain values).
+    is not a plain CuPy array or is misaligned, or scalars and letters that are
+    not plain values).
     Each array's address modulo 128 is part of it: GEMV's tall tiles count a
     matrix's row tiles from its 128-byte row origin, so a plan made on aligned
     matrices launches one tile too few for a view one element further on."""
@@ -49,6 +50,8 @@ def signature(arrays, extra):
         if a is None:
             sig.append(None)
         elif type(a) is cp.ndarray:
+            if ar.misaligned(a):  # read through a copy (as_array): its own pointer is never launched
+                return None
             sig.append((a.shape, a.strides, a.dtype.char, a.data.device_id, a.data.ptr % 128))
         else:
             return None

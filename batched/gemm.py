@@ -152,7 +152,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         if target is out or out is None:
             plans.record(key, kernel, grid, block, smem, args, (A, B, C, target), (6, 7), shape, dtype)
     if out is not None and target is not out:
-        out[...] = target
+        ar.assign(out, target)
         return out
     return target
 
@@ -261,7 +261,7 @@ def _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting):
                 np.int64(count), np.int32(tm), np.int32(tn)), shared_mem=smem)
     if outs is not None and target is not outs:
         for o, r in zip(outs.arrays_user, target.arrays_user):
-            o[...] = r
+            ar.assign(o, r)
         return outs.arrays_user
     return target.arrays_user
 

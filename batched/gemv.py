@@ -198,7 +198,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         if target is out or out is None:
             plans.record(key, *launched, (A, x, y, target), (4, 5), shape, dtype)
     if out is not None and target is not out:
-        out[...] = target
+        ar.assign(out, target)
         return out
     return target
 
@@ -276,7 +276,7 @@ def _gemv_list(A, x, y, alpha, beta, op, out, setting):
             outs.rows_of[...] = result.rows_of
         else:
             for o, r in zip(outs.arrays, result.arrays):
-                o[...] = r
+                ar.assign(o, r)
         return _returned(outs, as_array)
     return _returned(result, as_array)
 

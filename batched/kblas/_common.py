@@ -92,7 +92,7 @@ def execute(p: Problem, launch):
         else:
             launch(p, target)
     if out is not None and target is not out:
-        out[...] = target
+        ar.assign(out, target)
         return out
     return target
 

@@ -280,6 +280,9 @@ class DistributedMatrix:
         target = self.locals[d][rows, start:start + block.shape[1]]
         cp = ar.cupy_or_none()
         on_gpu_block = cp is not None and isinstance(block, cp.ndarray)
+        if on_gpu_block:
+            with cp.cuda.Device(block.device.id):
+                block = ar.aligned(block)  # CuPy's copies would fault on a misaligned one
         if not self.on_gpu:
             target[...] = cp.asnumpy(block) if on_gpu_block else block
             return

@@ -91,7 +91,7 @@ def validate(D: DistributedMatrix, x, y, out, alpha, beta, rows: int, inner: int
     """Named errors before any work: backends, dtypes, scalars, lengths."""
     x, _ = ar.as_array(x, "x")
     y = ar.as_array(y, "y")[0] if y is not None else None
-    out = ar.as_array(out, "out")[0] if out is not None else None
+    out = ar.as_array(out, "out", writable=True)[0] if out is not None else None
     xp = ar.common_backend({"x": x, "y": y, "out": out})
     if not D.on_gpu and xp is not np:
         raise ValueError("A is a DistributedMatrix on host devices; x, y and out must be NumPy arrays")
@@ -176,7 +176,7 @@ def _scaled_y(c: Call, acc):
 
 def _store(c: Call, res):
     if c.out is not None:
-        c.out[...] = res
+        ar.assign(c.out, res)
         return c.out
     return res
 
