@@ -24,13 +24,28 @@
 #include "layouts.cuh"
 #include "bdsqr.cuh"
 
-template <typename R, typename TU, int GROUP, bool VECT>
+// A sweep's rotations on the lane's streams of one side: rows lane, lane + 32, .. of u
+// (or columns of vt) of `len`, entry p of stream i at x[i + p * inc].  WIDE: four
+// streams at once, 8-16 pairs' entries loaded ahead (long sweeps: H100, 256 matrices
+// of 128 x 128 float64, BDSQR with vectors 16.9 ms against 56.1); otherwise a pair at
+// a time (short sweeps of many matrices, where WIDE's 255 registers cost more warps
+// than its loads in flight gain: 32,768 of 16 x 16, 11.7 ms against 5.1).
+template <bool WIDE, typename TU, typename R>
+__device__ __forceinline__ void rotate_lanes(TU* x, int len, long long inc, int lane, int lo, int hi, bool fwd,
+                                             const R* c, const R* s) {
+  constexpr int NS = WIDE ? 4 : 1, CH = WIDE ? (sizeof(TU) > 8 ? 8 : 16) : 1;
+  for (int i = lane; i < len; i += 32 * NS)
+    bdf::bdsqr_rotate_streams<NS, CH>(x + i, 32, min(NS, (len - i + 31) / 32), inc, lo, hi, fwd, c, s);
+}
+
+template <typename R, typename TU, int GROUP, bool VECT, bool WIDE>
 __global__ void __launch_bounds__(256)
 bdsqr_kernel(bdf::UniformVector<R> D, bdf::UniformVector<R> E, R* s_out, TU* u, long long u_stride,
              long long u_ld, int u_rows, TU* vt, long long vt_stride, long long vt_ld, int vt_cols, int* info,
              int k, int lower, int maxitr, long long count) {
   static_assert(GROUP == 1 || GROUP == 32, "a thread or a warp per matrix");
   static_assert(!VECT || GROUP == 32, "vectors need a warp per matrix");
+  static_assert(VECT || !WIDE, "WIDE applies rotations to vectors");
   extern __shared__ __align__(16) unsigned char smem[];
   const int slots = blockDim.x / GROUP;
   const int g = threadIdx.x / GROUP;
@@ -105,8 +120,7 @@ bdsqr_kernel(bdf::UniformVector<R> D, bdf::UniformVector<R> E, R* s_out, TU* u, 
         __syncwarp();
         continue;
       }
-      if (lower && k > 1)
-        for (int i = lane; i < u_rows; i += 32) bdf::bdsqr_rotate_stream(ub + i, u_ld, 0, k - 1, true, lc, ls);
+      if (lower && k > 1) rotate_lanes<WIDE>(ub, u_rows, u_ld, lane, 0, k - 1, true, lc, ls);
       __syncwarp();  // the lower-to-upper records are read before lane 0 overwrites lc, ls
       for (;;) {
         if (lane == 0) {
@@ -120,8 +134,8 @@ bdsqr_kernel(bdf::UniformVector<R> D, bdf::UniformVector<R> E, R* s_out, TU* u, 
         const int action = ctrl[0], lo = ctrl[1], hi = ctrl[2];
         if (action == bdf::BDSQR_DONE) break;
         const bool fwd = action == bdf::BDSQR_SWEEP_DOWN;
-        for (int i = lane; i < u_rows; i += 32) bdf::bdsqr_rotate_stream(ub + i, u_ld, lo, hi, fwd, lc, ls);
-        for (int j = lane; j < vt_cols; j += 32) bdf::bdsqr_rotate_stream(vb + j, vt_ld, lo, hi, fwd, rc, rs);
+        rotate_lanes<WIDE>(ub, u_rows, u_ld, lane, lo, hi, fwd, lc, ls);
+        rotate_lanes<WIDE>(vb, vt_cols, vt_ld, lane, lo, hi, fwd, rc, rs);
         __syncwarp();  // records read; lane 0 may write the next sweep's
       }
       if (lane == 0) {

@@ -63,8 +63,8 @@ from .. import _launch as ln
 from ..device_functions import build
 from ..settings import multiprocessor_count
 from . import _solvers as sv
-from .svd_settings import (BDSQR_SETTINGS, MAXITR, BdsqrSetting, check_bdsqr_setting, choose_bdsqr_setting,
-                           plan_bdsqr)
+from .svd_settings import (BDSQR_SETTINGS, MAXITR, BdsqrSetting, bdsqr_wide, check_bdsqr_setting,
+                           choose_bdsqr_setting, plan_bdsqr)
 
 SOURCE = Path(__file__).with_name("bdsqr.cu")
 
@@ -75,9 +75,11 @@ _CVEC = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
          np.dtype(np.complex64): "complex<float>", np.dtype(np.complex128): "complex<double>"}
 
 
-def kernel_name(real_dtype, vec_dtype, group: int, vectors: bool) -> str:
+def kernel_name(real_dtype, vec_dtype, group: int, vectors: bool, wide: bool = False) -> str:
+    """``wide``: the vectors' rotations four streams and 8-16 pairs at a time (bdsqr.cu's
+    rotate_lanes; ``bdsqr_wide`` says when)."""
     return (f"bdsqr_kernel<{_CREAL[np.dtype(real_dtype)]}, {_CVEC[np.dtype(vec_dtype)]}, {group}, "
-            f"{'true' if vectors else 'false'}>")
+            f"{'true' if vectors else 'false'}, {'true' if wide else 'false'}>")
 
 
 def _instantiations():
@@ -86,7 +88,7 @@ def _instantiations():
         for g in (1, 32):
             names.append(kernel_name(r, r, g, False))
         for v in ((np.float32, np.complex64) if r is np.float32 else (np.float64, np.complex128)):
-            names.append(kernel_name(r, v, 32, True))
+            names += [kernel_name(r, v, 32, True, wide) for wide in (False, True)]
     return names
 
 
@@ -519,7 +521,7 @@ def _bdsqr_cupy(xp, d, e, u, vt, lower, rdt, count, setting):
     if count and k:
         setting = setting or choose_bdsqr_setting(k, vectors, count, multiprocessor_count())
         plan = plan_bdsqr(setting, k, rdt.itemsize, count, vectors, sv.smem_limit())
-        kernel = build.get_kernel(SOURCE, kernel_name(rdt, vdt, setting.group, vectors))
+        kernel = build.get_kernel(SOURCE, kernel_name(rdt, vdt, setting.group, vectors, bdsqr_wide(k, vectors)))
         if plan.smem > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = plan.smem
         dop = vector_operand(d.astype(rdt, copy=False), batch, xp)

@@ -84,15 +84,32 @@ def choose_bdsqr_setting(k: int, vectors: bool, count: int = 1, multiprocessors:
     Vectors need a warp (the lanes apply the rotations).  Values alone: a
     thread per matrix, since the recurrence is scalar; when the batch is too
     small to give every SM a few warps of matrices (fewer than 4 * 32 per SM)
-    and k is large, a warp per matrix costs the same latency per matrix and
-    keeps more blocks resident.  First guesses until ``bench/svd.py --sweep``
-    has measured the switch-over.
+    and k is at least 64, a warp per matrix (its lane 0 iterating) spreads the
+    matrices over more SMs and runs them apart (measured below).
     """
     if vectors:
         return BdsqrSetting(32, 4)
-    if k > 128 and count < 4 * 32 * multiprocessors:
+    # H100, float64 values: 256 of 128 x 128 12.2 ms a warp a matrix against 17.8 a thread
+    # (128 matrices a block: two blocks in all), 1,024 of them 13.2 against 18.1, 256 of
+    # 64 x 64 3.3 against 4.8; 8,192 complex 32 x 32 1.4 ms a thread against 3.9.
+    if k >= 64 and count < 4 * 32 * multiprocessors:
         return BdsqrSetting(32, 4)
     return BdsqrSetting(1, 128)
+
+
+# From this order on, the vectors' rotations go four streams and 8-16 pairs at a time
+# (bdsqr.cu's WIDE kernels).  H100, BDSQR with vectors against a pair at a time:
+# float64 128 x 128, 256 matrices 16.9 ms against 56.1, 96 x 96 (1,024) 11.8 against
+# 31.2, 64 x 64 (4,096) 19.3 against 22.7, 48 x 48 (1,024) 2.9 against 4.3, 40 x 40
+# (4,096) 7.7 against 7.7; complex64 128 x 128 (256) 12.0 against 41.5, complex128
+# 64 x 64 (1,024) 7.0 against 12.8.  Below, many short sweeps of many matrices lose:
+# 32,768 of 16 x 16 11.7 ms against 5.1, 8,192 complex128 32 x 32 10.9 against 8.2
+# (WIDE takes 252-255 registers, a quarter of the warps).
+BDSQR_WIDE_FROM = 48
+
+
+def bdsqr_wide(k: int, vectors: bool) -> bool:
+    return vectors and k >= BDSQR_WIDE_FROM
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batched.factorizations.bdsqr import bdsqr
-from batched.factorizations.svd_settings import (BDSQR_SETTINGS, MAX_THREADS, SOFT_SMEM, BdsqrSetting,
+from batched.factorizations import svd_settings
+from batched.factorizations.svd_settings import (BDSQR_SETTINGS, MAX_THREADS, SOFT_SMEM, BdsqrSetting, bdsqr_wide,
                                                  check_bdsqr_setting, choose_bdsqr_setting, plan_bdsqr)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import SETTINGS, arrange
@@ -310,6 +311,9 @@ def test_chooser_and_plan():
     assert choose_bdsqr_setting(16, vectors=True).group == 32
     assert choose_bdsqr_setting(16, vectors=False, count=100_000).group == 1
     assert choose_bdsqr_setting(512, vectors=False, count=256).group == 32
+    assert choose_bdsqr_setting(64, vectors=False, count=1024).group == 32   # few large matrices: a warp each
+    assert choose_bdsqr_setting(32, vectors=False, count=8192).group == 1
+    assert bdsqr_wide(48, True) and not bdsqr_wide(47, True) and not bdsqr_wide(128, False)
     for s in BDSQR_SETTINGS:
         check_bdsqr_setting(s)
         assert s.threads_max <= MAX_THREADS
@@ -340,7 +344,7 @@ def test_compiles_for_sm90():
         if "nvrtc" in str(exc).lower() and "compiling" not in str(exc):
             pytest.skip(f"NVRTC unavailable: {exc}")
         raise
-    assert done == {"bdsqr.cu": 8}
+    assert done == {"bdsqr.cu": 12}
 
 
 # --- GPU only --------------------------------------------------------------------------------------
@@ -359,3 +363,31 @@ def test_many_small_bidiagonals(xp, setting):
         check_values(to_np(s)[::97], d[::97], e[::97], False, np.float64)
         ref = bdsqr(d[::1000], e[::1000])[0]
         assert np.allclose(to_np(s)[::1000], ref, rtol=1e-13, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vdtype", [np.float64, np.complex128, np.float32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("lower", [False, True])
+def test_wide_rotations_equal_pair_at_a_time(xp, vdtype, lower, monkeypatch):
+    """The WIDE kernels (rotations four streams and 8-16 pairs at a time, from
+    BDSQR_WIDE_FROM on) do each entry's arithmetic in the same order as a pair at a
+    time: the same bits, for u and vt of any shape (rows and columns not multiples
+    of 32 or of the pair chunk), both sweep directions and the lower-to-upper pass."""
+    if xp is np:
+        pytest.skip("GPU kernels")
+    rng = rng_for("wide", vdtype, lower)
+    rdt = np.float32 if vdtype == np.float32 else np.float64
+    k, r, c = 75, 139, 45
+    d, e = bidiagonal(rng, (5,), k, rdt)
+    u = rng.standard_normal((5, r, k))
+    vt = rng.standard_normal((5, k, c))
+    if np.dtype(vdtype).kind == "c":
+        u = u + 1j * rng.standard_normal(u.shape)
+    args = [to_xp(xp, a) for a in (d, e, u.astype(vdtype), vt.astype(vdtype))]
+    assert bdsqr_wide(k, True)
+    wide = bdsqr(*args[:2], lower=lower, u=args[2], vt=args[3])
+    monkeypatch.setattr(svd_settings, "BDSQR_WIDE_FROM", 10**9)
+    pairs = bdsqr(*args[:2], lower=lower, u=args[2], vt=args[3])
+    for a, b in zip(wide, pairs):
+        np.testing.assert_array_equal(to_np(a), to_np(b))
+    assert not to_np(wide[3]).any()
