@@ -475,6 +475,14 @@ def section_svd():
         for s in bt.BDSQR_SETTINGS:
             bt.bdsqr(rand((3, 40), real), rand((3, 39), real), setting=s)
             checks += 1
+        # the WIDE rotations (k >= BDSQR_WIDE_FROM): rows of u not a multiple of 32 or of
+        # the pair chunk; values of k >= 64 in a small batch go a warp a matrix
+        for k in (48, 70):
+            d, e = rand((2, k), real), rand((2, k - 1), real)
+            bt.bdsqr(d, e)
+            for lower in (False, True):
+                bt.bdsqr(d, e, lower=lower, u=rand((2, k + 35, k), dtype), vt=rand((2, k, 13), dtype))
+            checks += 3
         A = rand((3, 20, 12), dtype)
         A[1, 3, 4] = np.nan
         bt.svdvals(A, check=False)
