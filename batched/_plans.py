@@ -37,8 +37,7 @@ _SCALAR_TYPES = (int, float, complex)
 
 def signature(arrays, extra):
     """The plan key of a call, or None when a plan cannot apply (an operand that
-    is not a plain CuPy array or is misaligned, or scalars and letters that are
-    not plain values).
+    is not a plain CuPy array, or scalars and letters that are not plain values).
     Each array's address modulo 128 is part of it: GEMV's tall tiles count a
     matrix's row tiles from its 128-byte row origin, so a plan made on aligned
     matrices launches one tile too few for a view one element further on."""
@@ -50,8 +49,6 @@ def signature(arrays, extra):
         if a is None:
             sig.append(None)
         elif type(a) is cp.ndarray:
-            if ar.misaligned(a):  # read through a copy (as_array): its own pointer is never launched
-                return None
             sig.append((a.shape, a.strides, a.dtype.char, a.data.device_id, a.data.ptr % 128))
         else:
             return None
@@ -124,7 +121,10 @@ class Plan:
 
 
 def record(key, kernel, grid, block, shared_mem, args, operands, scalar_slots, shape, dtype) -> None:
-    """Keep a launch under ``key`` when every accessor pointer is one operand's data pointer."""
+    """Keep a launch under ``key`` when every accessor pointer is one operand's data pointer.
+    ``operands`` are the arrays as the caller gave them (and the result): an input read
+    through a copy (a misaligned one, see ``_arrays.as_array``) has its copy's pointer in
+    the launch, not its own, so such a call is not kept."""
     if key is None:
         return
     pointers = {}

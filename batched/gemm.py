@@ -87,6 +87,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
     key, done = plans.try_replay(("gemm", opa, opb, setting), (A, B), C, out, alpha, beta)
     if done is not None:
         return done
+    given = (A, B, C)  # a plan is kept only on these (plans.record)
 
     A, B, C, out, xp, dtype, alpha, beta = ar.blas_operands(A, B, C, out, alpha, beta, ("A", "B", "C"))
     for name, arr in (("A", A), ("B", B)):
@@ -150,7 +151,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
                 np.int64(count), np.int32(tm), np.int32(tn))
         kernel(grid, block, args, shared_mem=smem)
         if target is out or out is None:
-            plans.record(key, kernel, grid, block, smem, args, (A, B, C, target), (6, 7), shape, dtype)
+            plans.record(key, kernel, grid, block, smem, args, (*given, target), (6, 7), shape, dtype)
     if out is not None and target is not out:
         ar.assign(out, target)
         return out

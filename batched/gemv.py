@@ -139,6 +139,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     key, done = plans.try_replay(("gemv", op, setting), (A, x), y, out, alpha, beta)
     if done is not None:
         return done
+    given = (A, x, y)  # a plan is kept only on these (plans.record)
 
     A, x, y, out, xp, dtype, alpha, beta = ar.blas_operands(A, x, y, out, alpha, beta)
     if A.ndim < 2:
@@ -196,7 +197,7 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
                            aligned=a.base % 128 == 0 and (count == 1 or a.stride * dtype.itemsize % 128 == 0),
                            ppc=ppc)
         if target is out or out is None:
-            plans.record(key, *launched, (A, x, y, target), (4, 5), shape, dtype)
+            plans.record(key, *launched, (*given, target), (4, 5), shape, dtype)
     if out is not None and target is not out:
         ar.assign(out, target)
         return out
