@@ -208,7 +208,9 @@ def aligned(arr):
 
 def assign(dst, src) -> None:
     """``dst[...] = src``, also where ``dst`` is ``misaligned`` (an ``out`` the caller
-    gave): ``src`` is then broadcast and converted first and copied byte by byte."""
+    gave): ``src`` is then broadcast and converted first and copied byte by byte.
+    ``src`` is a routine's own result (aligned; a misaligned one goes through
+    ``aligned`` on that path only)."""
     if not misaligned(dst):
         dst[...] = src
         return

@@ -266,7 +266,7 @@ class VectorList:
         incs, unreadable = set(), False
         for v in arrays:
             st = ar.elem_strides(v)
-            unreadable |= st is None  # a misaligned "out" member: written back by assign
+            unreadable |= st is None  # not in place (a misaligned "out" member): copied, or written back by assign
             incs.add(st[0] if (st is not None and v.shape[0] > 1) else None)
         incs.discard(None)
         self.inc = None if unreadable else incs.pop() if len(incs) == 1 else (1 if not incs else None)
