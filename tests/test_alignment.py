@@ -17,17 +17,10 @@ import pytest
 import batched as bt
 from batched import _arrays as ar
 from conftest import rng_for, to_np
+from strategies import random_array
 
 # (dtype, byte shift that breaks its alignment)
 SHIFTS = [("complex128", 8), ("float64", 4), ("complex64", 4), ("float32", 2)]
-
-
-def _random(rng, shape, dtype):
-    dtype = np.dtype(dtype)
-    a = rng.standard_normal(shape)
-    if dtype.kind == "c":
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
 
 
 class Shifted:
@@ -52,10 +45,6 @@ class Shifted:
         return np.frombuffer(raw, self.dtype, count=int(np.prod(self.shape)), offset=self.shift).reshape(self.shape)
 
 
-def shifted(xp, host, shift):
-    return Shifted(xp, host, shift)
-
-
 def nan_out(xp, shape, dtype, shift):
     return Shifted(xp, np.full(shape, np.nan, dtype=dtype), shift)
 
@@ -73,10 +62,10 @@ def _close(got, ref, dtype):
 @pytest.mark.parametrize("trans", ["N", "C"])
 def test_gemv_misaligned_operands_and_out(xp, dtype, shift, trans):
     rng = rng_for("gemv", dtype, shift, trans)
-    A = _random(rng, (37, 9, 7), dtype)
-    x = _random(rng, (37, 7 if trans == "N" else 9), dtype)
-    y = _random(rng, (37, 9 if trans == "N" else 7), dtype)
-    sA, sx, sy = shifted(xp, A, shift), shifted(xp, x, shift), shifted(xp, y, shift)
+    A = random_array(rng, (37, 9, 7), dtype)
+    x = random_array(rng, (37, 7 if trans == "N" else 9), dtype)
+    y = random_array(rng, (37, 9 if trans == "N" else 7), dtype)
+    sA, sx, sy = Shifted(xp, A, shift), Shifted(xp, x, shift), Shifted(xp, y, shift)
     out = nan_out(xp, y.shape, dtype, shift)
     got = bt.gemv(sA.arr, sx.arr, sy.arr, alpha=1.5, beta=0.5, trans=trans, out=out.arr)
     assert got is out.arr
@@ -94,8 +83,8 @@ def test_gemv_misaligned_operands_and_out(xp, dtype, shift, trans):
 @pytest.mark.parametrize("dtype, shift", SHIFTS)
 def test_gemm_misaligned_operands_and_out(xp, dtype, shift):
     rng = rng_for("gemm", dtype, shift)
-    A, B, C = _random(rng, (21, 6, 5), dtype), _random(rng, (21, 5, 4), dtype), _random(rng, (21, 6, 4), dtype)
-    sA, sB, sC = shifted(xp, A, shift), shifted(xp, B, shift), shifted(xp, C, shift)
+    A, B, C = random_array(rng, (21, 6, 5), dtype), random_array(rng, (21, 5, 4), dtype), random_array(rng, (21, 6, 4), dtype)
+    sA, sB, sC = Shifted(xp, A, shift), Shifted(xp, B, shift), Shifted(xp, C, shift)
     out = nan_out(xp, C.shape, dtype, shift)
     got = bt.gemm(sA.arr, sB.arr, sC.arr, alpha=2, beta=-1, out=out.arr)
     assert got is out.arr
@@ -109,10 +98,10 @@ def test_gemm_misaligned_operands_and_out(xp, dtype, shift):
 def test_list_calls_with_misaligned_members_and_outs(xp, dtype, shift):
     rng = rng_for("lists", dtype, shift)
     shapes = [(3, 4), (5, 2), (1, 6), (4, 4)]
-    As = [_random(rng, s, dtype) for s in shapes]
-    xs = [_random(rng, (s[1],), dtype) for s in shapes]
-    sAs = [shifted(xp, a, shift) for a in As]
-    sxs = [shifted(xp, v, shift) for v in xs]
+    As = [random_array(rng, s, dtype) for s in shapes]
+    xs = [random_array(rng, (s[1],), dtype) for s in shapes]
+    sAs = [Shifted(xp, a, shift) for a in As]
+    sxs = [Shifted(xp, v, shift) for v in xs]
     outs = [nan_out(xp, (s[0],), dtype, shift) for s in shapes]
     got = bt.gemv([s.arr for s in sAs], [s.arr for s in sxs], out=[o.arr for o in outs])
     ref = bt.gemv([xp.asarray(a) for a in As], [xp.asarray(v) for v in xs])
@@ -120,8 +109,8 @@ def test_list_calls_with_misaligned_members_and_outs(xp, dtype, shift):
     for o, r in zip(outs, ref):
         _close(o.value(), r, dtype)
 
-    Bs = [_random(rng, (s[1], 3), dtype) for s in shapes]
-    sBs = [shifted(xp, b, shift) for b in Bs]
+    Bs = [random_array(rng, (s[1], 3), dtype) for s in shapes]
+    sBs = [Shifted(xp, b, shift) for b in Bs]
     mouts = [nan_out(xp, (s[0], 3), dtype, shift) for s in shapes]
     bt.gemm([s.arr for s in sAs], [s.arr for s in sBs], out=[o.arr for o in mouts])
     mref = bt.gemm([xp.asarray(a) for a in As], [xp.asarray(b) for b in Bs])
@@ -133,10 +122,10 @@ def test_list_calls_with_misaligned_members_and_outs(xp, dtype, shift):
 def test_solvers_and_reductions_read_misaligned_inputs(xp, dtype, shift):
     rng = rng_for("solvers", dtype, shift)
     n = 6
-    A = _random(rng, (11, n, n), dtype) + 4 * np.eye(n, dtype=dtype)
-    b = _random(rng, (11, n), dtype)
+    A = random_array(rng, (11, n, n), dtype) + 4 * np.eye(n, dtype=dtype)
+    b = random_array(rng, (11, n), dtype)
     spd = (A @ np.conj(A.swapaxes(1, 2)) + n * np.eye(n)).astype(dtype)
-    sA, sb, sspd = shifted(xp, A, shift), shifted(xp, b, shift), shifted(xp, spd, shift)
+    sA, sb, sspd = Shifted(xp, A, shift), Shifted(xp, b, shift), Shifted(xp, spd, shift)
     dA, db, dspd = xp.asarray(A), xp.asarray(b), xp.asarray(spd)
     _close(bt.solve(sA.arr, sb.arr), bt.solve(dA, db), dtype)
     _close(bt.solve_triangular(sA.arr, sb.arr, lower=True), bt.solve_triangular(dA, db, lower=True), dtype)
@@ -149,8 +138,8 @@ def test_solvers_and_reductions_read_misaligned_inputs(xp, dtype, shift):
 @pytest.mark.parametrize("dtype, shift", SHIFTS)
 def test_kblas_gemv_misaligned_matrix_and_out(xp, dtype, shift):
     rng = rng_for("kblas", dtype, shift)
-    A, x = _random(rng, (70, 45), dtype), _random(rng, (45,), dtype)
-    sA, sx = shifted(xp, A, shift), shifted(xp, x, shift)
+    A, x = random_array(rng, (70, 45), dtype), random_array(rng, (45,), dtype)
+    sA, sx = Shifted(xp, A, shift), Shifted(xp, x, shift)
     out = nan_out(xp, (70,), dtype, shift)
     got = bt.kblas.gemv(sA.arr, sx.arr, out=out.arr)
     assert got is out.arr
@@ -161,8 +150,8 @@ def test_kblas_gemv_misaligned_matrix_and_out(xp, dtype, shift):
 def test_aligned_and_assign_round_trip(xp, dtype, shift):
     """The helpers themselves: a misaligned strided view copied out and written back."""
     rng = rng_for("helpers", dtype, shift)
-    host = _random(rng, (4, 6, 5), dtype)
-    s = shifted(xp, host, shift)
+    host = random_array(rng, (4, 6, 5), dtype)
+    s = Shifted(xp, host, shift)
     view = s.arr[:, ::2, ::-1]
     copy = ar.aligned(view)
     assert not ar.misaligned(copy)
