@@ -11,17 +11,26 @@
 #define GEMV_READ_Y 2        // beta != 0: y is read; otherwise never touched
 #define GEMV_SKIP_PRODUCT 4  // alpha == 0: A and x are never read
 
-// Sub-warp groups pack several matrices into one 256-thread block.
-__host__ __device__ constexpr int gemv_block_threads(int group) { return group > 32 ? group : 256; }
+// Sub-warp groups pack several matrices into one 256-thread block; for a
+// variable-size batch into one warp: a block keeps its registers until its
+// slowest group is done, and members of 1 to 4,096 elements left most of a
+// 256-thread block's groups idle for most of its life (the same warps an SM,
+// 32 blocks of one warp, each free as soon as its own members are).
+// GemvSetting.block_threads / gemv.py's _block_threads on the host.
+template <class MatA> __host__ __device__ constexpr int gemv_block_threads(int group) {
+  return group > 32 ? group : bdf::is_variable_matrix<MatA>::value ? 32 : 256;
+}
 // Blocks of sub-warp groups an SM must hold at once, which caps their registers.
-// Real pointer and variable batches: 4 (64 registers); uncapped, their
+// Real pointer and variable batches: 1,024 threads (64 registers); uncapped, their
 // per-matrix address and shape loads took 75-80 registers, 3 blocks an SM (H100,
 // 8 x 8 float64 pointer batch: 129 against 147 us).  0 (ptxas's own choice)
 // otherwise: stacked matrices take 40-64 registers, which their tuning table
 // was measured with, and complex ones would spill under the cap.
 template <class MatA> __host__ __device__ constexpr int gemv_min_blocks(int group) {
   using T = typename MatA::value_type;
-  return group > 32 || bdf::is_uniform_matrix<MatA>::value || bdf::is_complex_v<T> ? 0 : 4;
+  return group > 32 || bdf::is_uniform_matrix<MatA>::value || bdf::is_complex_v<T>
+             ? 0
+             : 1024 / gemv_block_threads<MatA>(group);
 }
 
 template <typename T> struct GemvStore {
@@ -40,12 +49,12 @@ template <typename T> struct GemvStore {
 // the whole output, the big-tile setting).  tiles = tiles per matrix for the
 // largest output length of the batch.
 template <class MatA, class Vec, int DIM_X, int DIM_Y, int TILE, bool TRANS>
-__global__ void __launch_bounds__(gemv_block_threads(DIM_X * DIM_Y), gemv_min_blocks<MatA>(DIM_X * DIM_Y))
+__global__ void __launch_bounds__(gemv_block_threads<MatA>(DIM_X * DIM_Y), gemv_min_blocks<MatA>(DIM_X * DIM_Y))
 gemv_kernel(MatA A, Vec x, Vec y, Vec out, typename MatA::value_type alpha,
             typename MatA::value_type beta, int flags, long long count, int tiles) {
   using T = typename MatA::value_type;
   constexpr int G = DIM_X * DIM_Y;
-  constexpr int GROUPS = gemv_block_threads(G) / G;
+  constexpr int GROUPS = gemv_block_threads<MatA>(G) / G;
   constexpr int WORK = G > 32 ? G * bdf::GEMV_UNROLL : 1;
   __shared__ __align__(16) unsigned char work_bytes[WORK * sizeof(T)];
   T* work = reinterpret_cast<T*>(work_bytes);

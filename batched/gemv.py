@@ -40,6 +40,14 @@ def stage_capacity(matrix_elements: int, inner: int) -> int:
     return matrix_elements + inner
 
 
+def _block_threads(setting, layout) -> int:
+    """gemv_kernel's block (gemv_block_threads<MatA>() in gemv.cu): a variable-size
+    batch's sub-warp groups go one warp a block."""
+    if layout == "variable" and setting.group_threads <= 32:
+        return 32
+    return setting.block_threads
+
+
 def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, outputs, capacity,
             aligned=False, ppc=0):
     """Launch on the current stream; ``operands`` are the A, x, y and out accessors.
@@ -67,7 +75,8 @@ def _launch(layout, dtype, setting, trans, operands, alpha, beta, flags, count, 
         args = (*operands, *tail)
     elif not setting.staged:
         tiles = setting.tiles(outputs)
-        grid, block, smem = ln.grid_for(count * tiles, setting.groups_per_block), setting.block_threads, 0
+        block, smem = _block_threads(setting, layout), 0
+        grid = ln.grid_for(count * tiles, block // setting.group_threads)
         args = (*operands, *tail, np.int32(tiles))
     else:
         groups = setting.stage_groups_per_block(capacity, itemsize)

@@ -24,6 +24,8 @@ template <typename T> struct UniformMatrix {
 // Is M the uniform accessor (kernels that stream packed batches check its fields)?
 template <class M> struct is_uniform_matrix { static constexpr bool value = false; };
 template <typename T> struct is_uniform_matrix<UniformMatrix<T>> { static constexpr bool value = true; };
+// Is M the variable-size accessor (launch shapes that depend on how unevenly members finish)?
+template <class M> struct is_variable_matrix { static constexpr bool value = false; };
 
 // A device array of pointers to same-shape matrices with one leading dimension.
 // `offset` shifts every pointer (submatrices of every member, for recursive drivers).
@@ -49,6 +51,7 @@ template <typename T> struct VariableMatrix {
   __device__ int cols(long long b) const { return int(n_[b]); }
   __device__ long long ldim(long long b) const { return ld_[b]; }
 };
+template <typename T> struct is_variable_matrix<VariableMatrix<T>> { static constexpr bool value = true; };
 
 // Vectors: element i of vector b is at vector(b)[i * inc] (inc may be negative
 // only through the base pointer the host computes; stride 0 broadcasts).
