@@ -19,8 +19,10 @@ the device of x (or on the host for a NumPy x).
 Streams and ordering (CuPy).  Each GPU works on its own non-blocking stream
 S_d (one per device, kept for the process).  On the target device (the
 device of x) the caller's current stream S_t records an event after x is made
-contiguous; every S_d waits on it, copies x to its device (peer to peer, or
-from the host for a NumPy x) and computes its partial in a buffer of its own.
+contiguous; every S_d waits on it, brings x to its device (one kernel that
+reads it over NVLink, gathering the entries GEMV 'N' needs; a peer copy
+without peer access, a host-to-device copy for a NumPy x) and computes its
+partial in a buffer of its own.
 S_t waits on every device's event, and one kernel reads the partials where
 they lie (a peer's over NVLink) and sums or scatters, scales and stores.
 Without peer access a partial travels through pinned host memory
@@ -122,7 +124,7 @@ def gemv(D, x, y, alpha, beta, trans, out, setting):
     if not D.on_gpu:
         return _finish_host(c, kind, [(d, _host_gemv_partial(c, d, op)) for d in _active(D)])
     return _run_gpu(c, kind, lambda d, xd, dest: _gemv_partial(c, d, op, xd, dest, setting),
-                    lambda d: m if op == "N" else D.locals[d].shape[1])
+                    lambda d: m if op == "N" else D.locals[d].shape[1], gather=op == "N")
 
 
 def symv(D, x, y, alpha, beta, lower, out, setting, hermitian):
@@ -266,14 +268,15 @@ def peer_access(dst: int, src: int) -> bool:
     return ok
 
 
-def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
+def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False, gather: bool = False):
     """Partials on every device's stream, then the reduction on x's device.
 
     ``partial(d, xd, dest)`` enqueues device d's partial product into ``dest``
     (on that device, current stream S_d) given x on that device (``xd``,
-    contiguous, of the result dtype); ``length(d)`` is its length.  With
-    ``zeroed``, dest is zeroed first, before S_d waits for x (a memset off
-    the critical path).  Called with rows > 0, alpha != 0 and a non-empty
+    contiguous, of the result dtype; with ``gather``, only the entries at
+    device d's global columns, in local order); ``length(d)`` is its length.
+    With ``zeroed``, dest is zeroed first, before S_d waits for x (a memset
+    off the critical path).  Called with rows > 0, alpha != 0 and a non-empty
     inner dimension.
     """
     cp = _cp()
@@ -308,13 +311,10 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
                 xd = cp.empty(c.inner, dtype)
                 if c.inner:
                     rt.memcpyAsync(xd.data.ptr, xh.ctypes.data, xh.nbytes, rt.memcpyHostToDevice, sd.ptr)
+                xd = xd[D.device_index(d)] if gather else xd
             else:
                 sd.wait_event(start)
-                if dev == t:
-                    xd = xt
-                else:
-                    xd = cp.empty(c.inner, dtype)
-                    rt.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes, sd.ptr)
+                xd = _x_on_device(c, d, dev, t, xt, peers[dev], gather)
             partial(d, xd, dest)
             pinned = None
             if host_target or (dev != t and not peers[dev]):  # through pinned host memory
@@ -361,6 +361,50 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False):
         after.record(st)
         keep_until(after, *keep)
         return out
+
+
+def _x_on_device(c: Call, d: int, dev: int, t: int, xt, peer: bool, gather: bool):
+    """x (or with ``gather`` its entries at device d's global columns) on device
+    ``dev``, enqueued on the current stream after the start event.  With peer
+    access one kernel reads xt where it lies, over NVLink for a peer, and
+    gathers on the way.  Before (session 30), a cudaMemcpyPeerAsync (a copy
+    engine's latency) and, for GEMV 'N', a gather kernel after it sat on the
+    other devices' critical path: on two H100s DSYMV 16384 took 222 us against
+    205 now, DGEMV N 395 against 375, DSYMV 32768 757 against 739."""
+    cp = _cp()
+    if dev == t and not gather:
+        return xt
+    if peer:
+        xd = cp.empty(c.D.locals[d].shape[1] if gather else c.inner, c.dtype)
+        if xd.size:
+            _pull_kernel(gather)(np.uint64(xt.data.ptr), np.int64(c.D.nb), np.int32(len(c.D.devices)),
+                                 np.int64(d), xd)
+        return xd
+    if dev == t:
+        xd = xt
+    else:
+        xd = cp.empty(c.inner, c.dtype)
+        cp.cuda.runtime.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes,
+                                        cp.cuda.get_current_stream().ptr)
+    return xd[c.D.device_index(d)] if gather else xd
+
+
+_PULL_KERNELS: dict = {}
+
+
+def _pull_kernel(gather: bool):
+    """xd[i] = x[i], or with ``gather`` x at local column i's global column
+    (block b = i / nb of device ``rank`` is global block b * ranks + rank,
+    distributed.py), read through x's address ``src`` (a peer's over NVLink)."""
+    kern = _PULL_KERNELS.get(gather)
+    if kern is None:
+        cp = _cp()
+        where = "((long long)i / nb * ranks + rank) * nb + (long long)i % nb" if gather else "i"
+        kern = cp.ElementwiseKernel("uint64 src, int64 nb, int32 ranks, int64 rank", "T xd",
+                                    f"xd = reinterpret_cast<const T*>(src)[{where}];",
+                                    f"batched_mgpu_pull_x{'_gather' if gather else ''}")
+        _PULL_KERNELS[gather] = kern
+    return kern
 
 
 _REDUCE_KERNELS: dict = {}
@@ -411,9 +455,9 @@ def _reduce(c: Call, kind: str, parts, ranks: int, nb: int):
 
 
 def _gemv_partial(c: Call, d: int, op: str, xd, dest, setting) -> None:
-    """Device d: dest = op(A_d) x_d with the single-GPU kernel (alpha 1, beta 0)."""
-    x_local = xd[c.D.device_index(d)] if op == "N" else xd
-    _single_gemv(c.D.locals[d], x_local, trans=op, out=dest, setting=setting)
+    """Device d: dest = op(A_d) x_d with the single-GPU kernel (alpha 1, beta 0);
+    for 'N' xd holds the entries of x at d's global columns (_run_gpu's gather)."""
+    _single_gemv(c.D.locals[d], xd, trans=op, out=dest, setting=setting)
 
 
 def _symv_setting(D: DistributedMatrix, dtype, setting) -> KblasSetting:
