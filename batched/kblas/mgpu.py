@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _arrays as ar
-from .._batch import device_pointers, keep_until
+from .._batch import keep_until
 from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
@@ -347,13 +347,10 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False, gather: 
                 rt.memcpyAsync(landed.data.ptr, pinned.ctypes.data, pinned.nbytes, rt.memcpyHostToDevice, st.ptr)
                 pointers[d] = landed.data.ptr
                 keep += [landed, pinned]
-        # The addresses go up through pinned memory, asynchronously (a pageable
-        # upload blocks the host until S_t has reached it, i.e. until every
-        # partial is done: H200 x4, DGEMV N 98304 over four GPUs 4985-5084 us
-        # against 4536), and repeated addresses reuse their upload.
-        parts = device_pointers(cp, pointers)
-        keep.append(parts)
-        out = _reduce(c, kind, parts, len(D.devices), D.nb)
+        # The addresses are the kernel's arguments: an array of them in device memory
+        # (an upload, and a load before each partial's) cost about 1 us of the
+        # reduction's 7 at n = 32768 (two H200s).
+        out = _reduce(c, kind, pointers, D.nb)
         # The partials on the other devices stay allocated until the reduction has
         # read them (their pool could otherwise hand the memory to a later call
         # whose stream is not ordered after this one's reduction).
@@ -410,47 +407,52 @@ def _pull_kernel(gather: bool):
 _REDUCE_KERNELS: dict = {}
 
 
-def _reduce_kernel(kind: str, read_y: bool):
+def _reduce_kernel(kind: str, read_y: bool, ranks: int):
     """out[i] = alpha * (the sum of the partials' entry i, or for "scatter" the
     entry of global column i in its owner's partial) (+ beta * y[i]): the
     whole reduction as one kernel on x's device, reading each partial through
-    its address (``parts[d]``, 0 for a device without columns; a peer's memory
-    over NVLink).  Without read_y, y is not an argument: beta = 0 never reads it.
-    Scatter: global column i lies in block b = i / nb, owned by device
-    b % ranks at its local column (b / ranks) nb + i % nb (distributed.py)."""
-    key = (kind, read_y)
+    its address (arguments p0 .. p{ranks-1}, 0 for a device without columns; a
+    peer's memory over NVLink), summed in device order.  Without read_y, y is
+    not an argument: beta = 0 never reads it.  Scatter: global column i lies in
+    block b = i / nb, owned by device b % ranks at its local column
+    (b / ranks) nb + i % nb (distributed.py)."""
+    key = (kind, read_y, ranks)
     kern = _REDUCE_KERNELS.get(key)
     if kern is None:
         cp = _cp()
+        names = [f"p{d}" for d in range(ranks)]
         if kind == "sum":
             gather = ("T acc = T(0);\n"
                       "bool first = true;\n"
-                      "for (int p = 0; p < ranks; ++p) {\n"
-                      "  const T* q = reinterpret_cast<const T*>(parts[p]);\n"
-                      "  if (q == nullptr) continue;\n"
-                      "  acc = first ? q[i] : acc + q[i];\n"
-                      "  first = false;\n"
-                      "}\n")
+                      + "".join(f"if ({p} != 0) {{\n"
+                                f"  const T v = reinterpret_cast<const T*>({p})[i];\n"
+                                "  acc = first ? v : acc + v;\n"
+                                "  first = false;\n"
+                                "}\n" for p in names))
         else:
             gather = ("const long long b = (long long)i / nb;\n"
-                      "const T* q = reinterpret_cast<const T*>(parts[b % ranks]);\n"
-                      "T acc = q[(b / ranks) * nb + (long long)i % nb];\n")
-        params = "raw int64 parts, int32 ranks, int64 nb, T alpha, T beta" + (", T y" if read_y else "")
+                      f"const int owner = int(b % {ranks});\n"
+                      "unsigned long long q = p0;\n"
+                      + "".join(f"if (owner == {d}) q = p{d};\n" for d in range(1, ranks))
+                      + f"T acc = reinterpret_cast<const T*>(q)[(b / {ranks}) * nb + (long long)i % nb];\n")
+        params = ", ".join(f"uint64 {p}" for p in names) + ", int64 nb, T alpha, T beta" + (
+            ", T y" if read_y else "")
         body = gather + ("out = alpha * acc + beta * y;" if read_y else "out = alpha * acc;")
-        kern = cp.ElementwiseKernel(params, "T out", body, f"batched_mgpu_reduce_{kind}{'_y' if read_y else ''}")
+        kern = cp.ElementwiseKernel(params, "T out", body,
+                                    f"batched_mgpu_reduce_{kind}{ranks}{'_y' if read_y else ''}")
         _REDUCE_KERNELS[key] = kern
     return kern
 
 
-def _reduce(c: Call, kind: str, parts, ranks: int, nb: int):
-    """The result from the partials at the addresses ``parts`` (a device int64
-    array, one entry per device of the matrix) on x's device, current stream."""
+def _reduce(c: Call, kind: str, pointers, nb: int):
+    """The result from the partials at ``pointers`` (one address per device of
+    the matrix, 0 for one without columns) on x's device, current stream."""
     cp = _cp()
     out = c.out if c.out is not None else cp.empty((c.rows,), c.dtype)
-    args = (parts, np.int32(ranks), np.int64(nb), c.dtype.type(c.alpha), c.dtype.type(c.beta))
+    args = (*(np.uint64(p) for p in pointers), np.int64(nb), c.dtype.type(c.alpha), c.dtype.type(c.beta))
     if c.read_y:
         args += (c.y.astype(c.dtype, copy=False),)
-    _reduce_kernel(kind, c.read_y)(*args, out)
+    _reduce_kernel(kind, c.read_y, len(pointers))(*args, out)
     return out
 
 
