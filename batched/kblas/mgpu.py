@@ -348,7 +348,7 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False, gather: 
                 pointers[d] = landed.data.ptr
                 keep += [landed, pinned]
         # The addresses are the kernel's arguments: an array of them in device memory
-        # (an upload, and a load before each partial's) cost about 1 us of the
+        # (an upload, and a load before each partial's) cost about 0.2 us of the
         # reduction's 7 at n = 32768 (two H200s).
         out = _reduce(c, kind, pointers, D.nb)
         # The partials on the other devices stay allocated until the reduction has
