@@ -129,7 +129,9 @@ def any_failed(info) -> bool:
     its one value back (a synchronization), not the whole array: copying a
     3.4 M-matrix batch's info and scanning it on the host took milliseconds
     after a kernel of one."""
-    if getattr(info, "size", 1) == 0:
+    if not hasattr(info, "max"):  # a list or a scalar
+        info = np.asarray(info)
+    if info.size == 0:
         return False
     return bool(info.max() > 0)
 

@@ -454,6 +454,19 @@ def test_exactly_singular_at_a_chosen_column(xp, setting, dtype, n):
     np.testing.assert_array_equal(to_np(info), expected)
 
 
+def test_any_failed_reads_every_info_shape(xp):
+    """check=True's test of info (on the device for CuPy): some entry > 0, for an
+    empty, a stacked and a 0-d info, a list and a scalar."""
+    from batched.factorizations._solvers import any_failed
+
+    cases = ((np.zeros(0, np.int32), False), (np.zeros((3, 4), np.int32), False),
+             (np.array([[0, 0], [0, 5]], np.int32), True), (np.array(1, np.int32), True),
+             (np.array(0, np.int32), False))
+    for info, failed in cases:
+        assert any_failed(to_xp(xp, info)) is failed
+    assert any_failed([0, 2]) and not any_failed(0)
+
+
 def test_singular_rectangular_and_zero_matrices(xp):
     rng = rng_for("rect-singular")
     A = lu_matrix(rng, (3,), 9, 5, np.float64, "rand")
