@@ -18,8 +18,9 @@ Method, per case, in one process (so the ratio compares like with like):
 3. Warm up (the first call compiles the kernels on every worker), then time
    ``persist`` + ``wait`` + a device synchronize on every worker (wall clock,
    median of ``--repeats``; each repeat's graph is cloned to fresh keys so no
-   earlier result can be reused).  ``check=True`` (the default): every chunk copies
-   its ``info`` to the host, as a user's call would.
+   earlier result can be reused).  ``check=True`` (the default): every chunk tests
+   its ``info`` (on the GPU since session 30: one value comes back unless a
+   matrix failed) and waits for it, as a user's call would.
 4. ``chunk_s``: the plain (non-Dask) call on one chunk, timed on a worker with
    device synchronizes (median).  ``per_chunk_overhead_s`` = (wall * workers /
    chunks) - chunk_s: what Dask adds to every chunk (scheduling, task
