@@ -316,8 +316,8 @@ class _ChunkCall:
             info = outs.pop()
             # One flag from the device unless a matrix failed (then the whole info
             # comes to the host for the message).
-            if self.failure is not None and _any_failed(info):
-                host = np.asarray(info.get() if hasattr(info, "get") else info)
+            if self.failure is not None and _solvers().any_failed(info):
+                host = _solvers().host_info(info)
                 failure = _resolve(self.failure)
                 message = _failure_message(host, blocks[n:], failure)
                 if not self.warn:
@@ -330,10 +330,11 @@ class _ChunkCall:
         return tuple(outs[k] for k in self.keep)
 
 
-def _any_failed(info) -> bool:
-    from .factorizations._solvers import any_failed  # not at import: _dask is imported first
+def _solvers():
+    """factorizations._solvers (not at import: _dask is imported first)."""
+    from .factorizations import _solvers
 
-    return any_failed(info)
+    return _solvers
 
 
 def _unwrap(block):

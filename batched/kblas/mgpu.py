@@ -377,12 +377,9 @@ def _x_on_device(c: Call, d: int, dev: int, t: int, xt, peer: bool, gather: bool
             _pull_kernel(gather)(np.uint64(xt.data.ptr), np.int64(c.D.nb), np.int32(len(c.D.devices)),
                                  np.int64(d), xd)
         return xd
-    if dev == t:
-        xd = xt
-    else:
-        xd = cp.empty(c.inner, c.dtype)
-        cp.cuda.runtime.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes,
-                                        cp.cuda.get_current_stream().ptr)
+    # No peer access (so dev != t: a device is always its own peer).
+    xd = cp.empty(c.inner, c.dtype)
+    cp.cuda.runtime.memcpyPeerAsync(xd.data.ptr, dev, xt.data.ptr, t, xt.nbytes, cp.cuda.get_current_stream().ptr)
     return xd[c.D.device_index(d)] if gather else xd
 
 
