@@ -15,7 +15,9 @@ Timing (:func:`time_calls`)
     and ``overhead.py`` measures the per-call cost of small calls.  A repeat
     whose host time outran the spin is counted in ``host_bound`` and replaced by
     another (at most twice the repeats in all), so a stall of the host does not
-    enter the median.
+    enter the median.  Each case starts after :func:`settle` (the device idle,
+    then 0.1 s): right after the previous case's operands are freed the GPU runs
+    slow for about 10 ms, which fell on whichever side was timed first.
 DRAM, not L2
     A case whose operands would fit twice in L2 (50 MB on H100) is run on
     several input sets in rotation (``sets`` in the row) so that every call
@@ -350,6 +352,25 @@ def free_memory() -> None:
 # --- timing --------------------------------------------------------------------
 
 
+# After the previous case's operands are freed (free_memory, every case), the GPU runs
+# slow for a while: on an H100 after 7.2 GB were freed, the next 35 DGEMV calls at n =
+# 10001 took 330-354 us against 279 (about 10 ms), whoever made them; after a 0.05-1 s
+# pause only the first call was slow, which the warm-up takes.  Without the pause the
+# first side timed (ours) paid it: bench/kblas.py's n = 10001 rows, timed after n =
+# 30000, read 0.83-0.89x cuBLAS in the full run and 0.98-1.07x alone (session 31).
+SETTLE_S = 0.1
+
+
+def settle(devices=None) -> None:
+    """Wait for the devices (default: the current one), then SETTLE_S, before a
+    case's first timing."""
+    cp = _cupy()
+    for d in (devices if devices is not None else [cp.cuda.Device().id]):
+        with cp.cuda.Device(d):
+            cp.cuda.Device(d).synchronize()
+    time.sleep(SETTLE_S)
+
+
 SLOW_CALL_S = 0.05   # a call this long (a peer's loop over the batch) is timed on one set, once or twice
 
 
@@ -610,6 +631,7 @@ def _run_case(case, ours, peers, build, traffic_fn, limit, info, ceilings, bw_li
         nsets = rotation_sets(nbytes, info["l2_bytes"])
         sets += [build(case, i) for i in range(1, nsets)]
         row.update(sets=nsets, peer_note=sets[0].peer_note)
+        settle()
         t = time_calls([(lambda d=o.data: ours(case, d, case.setting)) for o in sets], repeats=case.repeats,
                        keep_result=True)
         row.update(ours_s=t.seconds, ours_host_s=t.host_s, repeats=t.repeats, host_bound=t.host_bound)

@@ -137,6 +137,7 @@ def time_single(case: MCase, bt, cp) -> float:
         x = harness.random_array((case.n,), case.dtype, 12)
         out = cp.empty(case.n, case.dtype)
         fn, kw = _fn(bt, case.routine), _kwargs(case)
+        harness.settle()
         t = harness.time_calls([lambda: fn(A, x, out=out, **kw)], repeats=case.repeats)
         A = x = out = None  # freed before the pool is emptied
     harness.free_memory()
@@ -227,6 +228,7 @@ def run_distributed(case: MCase, gpus: int, bt, cp, ceilings, single_s, single_g
             x = harness.random_array((case.n,), case.dtype, 13)
             out = cp.full(case.n, np.nan, case.dtype)
             fn, kw = _fn(bt, case.routine), _kwargs(case)
+            harness.settle(range(gpus))
             t = harness.time_calls([lambda: fn(D, x, out=out, **kw)], repeats=case.repeats, keep_result=True)
             cp.cuda.get_current_stream().synchronize()
         row["ours_s"] = t.seconds
