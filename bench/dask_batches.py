@@ -24,11 +24,15 @@ Method, per case, in one process (so the ratio compares like with like):
 4. ``chunk_s``: the plain (non-Dask) call on one chunk, timed on a worker with
    device synchronizes (median).  ``per_chunk_overhead_s`` = (wall * workers /
    chunks) - chunk_s: what Dask adds to every chunk (scheduling, task
-   dispatch, the info copy).
+   dispatch, the info copy).  ``dask_floor_s``: the same round (persist + wait +
+   synchronize) for one task a chunk that does next to nothing (the chunk's
+   first elements), Dask's own fixed cost; ``per_chunk_overhead_beyond_floor_s``
+   = ((wall - floor) * workers / chunks) - chunk_s.
 
 Rows (``bench/results/<gpu>/dask_batches.json``) follow harness.result_document:
 ``routine, dtype, layout ("dask"), m, n, k, batch, gpus, workers, chunks,
-chunk_batch, bytes_per_gpu, wall_s, chunk_s, per_chunk_overhead_s,
+chunk_batch, bytes_per_gpu, wall_s, chunk_s, per_chunk_overhead_s, dask_floor_s,
+per_chunk_overhead_beyond_floor_s,
 speedup_vs_one_gpu`` (multi-worker rows), ``target`` and ``met``; the file is
 bench/results/<gpu>/ for two workers at most, <gpu>-x<count>/ above.
 
@@ -126,6 +130,11 @@ def _sync() -> None:
     cp.cuda.Device().synchronize()
 
 
+def _corner(a):
+    """A chunk's first elements: a task with next to no GPU work (Dask's floor)."""
+    return a[:, 0, 0].copy()
+
+
 def _time_plain_chunk(routine, A, b, repeats):
     """The plain call on one chunk (a CuPy array on this worker), median seconds."""
     import cupy as cp
@@ -198,10 +207,10 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
         worker_gpus = sorted(client.run(_visible_devices).values())
         fn = getattr(bt, case.routine)
 
-        def once():
+        def once(make=lambda: fn(*operands)):
             # Fresh keys every time: a repeat must not find an earlier repeat's
             # result still held by the scheduler (same graph, same keys).
-            out = clone(fn(*operands), omit=operands)
+            out = clone(make(), omit=operands)
             t0 = time.perf_counter()
             out = out.persist()
             wait(out)
@@ -212,6 +221,12 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
 
         once()  # compiles the kernels on every worker
         walls = [once() for _ in range(repeats)]
+
+        def corner():  # Dask's own cost of the same round: a task a chunk, next to no work
+            return A.map_blocks(_corner, drop_axis=(1, 2), dtype=A.dtype, meta=A._meta.reshape(0))
+
+        once(corner)
+        floors = [once(corner) for _ in range(repeats)]
         first_A = client.compute(A.blocks[0])  # a future on the worker holding chunk 0
         first_b = None if b is None else client.compute(b.blocks[0])
         chunk_s = client.submit(_time_plain_chunk, case.routine, first_A, first_b, max(3, repeats),
@@ -223,6 +238,9 @@ def run_case(case: DaskCase, workers: int, p: dict, repeats: int) -> dict:
                 "gpus": workers, "workers": workers, "chunks": p["chunks"], "chunk_batch": p["chunk_batch"],
                 "bytes_per_gpu": p["bytes"] // workers, "wall_s": wall, "walls_s": walls,
                 "chunk_s": chunk_s, "per_chunk_overhead_s": wall / per_worker_chunks - chunk_s,
+                "dask_floor_s": statistics.median(floors), "dask_floors_s": floors,
+                "per_chunk_overhead_beyond_floor_s":
+                    (wall - statistics.median(floors)) / per_worker_chunks - chunk_s,
                 "ours_s": wall, "wall_min_s": min(walls), "chunks_per_worker": chunks_per_worker,
                 "worker_visible_devices": worker_gpus}
 
@@ -265,7 +283,9 @@ def main(argv=None) -> list:
         for r in case_rows:
             print(f"{r['routine']:>8} {r['n']}x{r['n']} batch {r['batch']:>10} gpus {r['gpus']}: "
                   f"{r['wall_s'] * 1e3:9.1f} ms, chunk {r['chunk_s'] * 1e3:7.2f} ms, "
-                  f"overhead/chunk {r['per_chunk_overhead_s'] * 1e3:7.2f} ms, chunks/worker "
+                  f"overhead/chunk {r['per_chunk_overhead_s'] * 1e3:7.2f} ms (Dask's floor "
+                  f"{r['dask_floor_s'] * 1e3:.1f} ms; beyond it "
+                  f"{r['per_chunk_overhead_beyond_floor_s'] * 1e3:.2f}), chunks/worker "
                   f"{r['chunks_per_worker']}, walls {[round(w * 1e3, 1) for w in r['walls_s']]}"
                   + (f", {r['speedup_vs_one_gpu']:.2f}x one GPU (target {r['target']}x: "
                      f"{'-' if r['met'] is None else 'met' if r['met'] else 'NOT met'})"
