@@ -419,6 +419,47 @@ def test_gpu_devices_against_single_gpu(routine, trans, dtype, n, x_on, devices)
 
 
 @two_gpus
+@pytest.mark.parametrize("routine,trans", [("gemv", "N"), ("gemv", "T"), ("symv", "L"), ("hemv", "U")])
+@pytest.mark.parametrize("dtype", (np.float64, np.complex64), ids=str)
+@pytest.mark.parametrize("x_on", (0, 1))
+def test_gpu_without_peer_access(monkeypatch, routine, trans, dtype, x_on):
+    """The path for GPUs that cannot reach each other (x by a peer copy, GEMV N's
+    entries gathered after it, partials through pinned host memory), forced on
+    GPUs that can: the same result as with peer access, within rounding."""
+    import cupy as cp
+
+    from batched.kblas import mgpu
+
+    dtype = np.dtype(dtype)
+    n = 1000
+    rng = rng_for("gpu-no-peer", routine, trans, str(dtype), x_on)
+    herm = routine == "hemv" and dtype.kind == "c"
+    if routine == "gemv":
+        A = random_array(rng, (n, n + 37), dtype)
+        full, kw = A, {"trans": trans}
+        rows, inner = (n, n + 37) if trans == "N" else (n + 37, n)
+    else:
+        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
+        kw, rows, inner = {"lower": trans == "L"}, n, n
+    x, y = random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
+    D = distribute(A, devices=[0, 1], nb=64)
+    with cp.cuda.Device(x_on):
+        xd, yd = cp.asarray(x), cp.asarray(y)
+        with_peer = FN[routine](D, xd, yd, alpha=1.25, beta=-0.5, **kw)
+        monkeypatch.setattr(mgpu, "peer_access", lambda dst, src: dst == src)
+        out = cp.full(rows, np.nan, dtype)
+        res = FN[routine](D, xd, yd, alpha=1.25, beta=-0.5, out=out, **kw)
+    assert res is out and res.device.id == x_on
+    got = to_np(res)
+    assert np.all(np.isfinite(got))
+    op = "N" if routine != "gemv" else trans
+    assert gemv_error_ratio(got, full, x, y, 1.25, -0.5, op) < THRESHOLD
+    opA = wide(full) if op == "N" else wide(full).T
+    mag = 1.25 * (np.abs(opA) @ np.abs(wide(x))) + 0.5 * np.abs(wide(y))
+    _close_to_single(got, with_peer, mag, inner, dtype)
+
+
+@two_gpus
 @pytest.mark.parametrize("routine", ("gemv", "symv", "hemv"))
 def test_gpu_random_in_place_and_streams(routine):
     """A matrix built in place (never whole on one GPU) against its sampled rows;
