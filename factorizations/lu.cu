@@ -402,16 +402,29 @@ constexpr int LU_ROWS_BLOCK = 128;
 // instructions (reduction, broadcast, scale) that only other warps hide.  Up to 128
 // bytes: 6 blocks (80 registers), more 4 (128).
 __host__ __device__ constexpr int lu_rows_min_blocks(int lane_bytes) { return lane_bytes <= 128 ? 6 : 4; }
+// The direct kernel (below) holds seven blocks up to 128 bytes (72 registers, about 24
+// bytes spilled): measured on the H100 (GESV X alone, bench/solve.py's batches), DGESV
+// 16 x 16 240 us against 245 at six blocks and 245 at eight (64 registers), SGESV 32 x 32
+// 325 against 341 and 322; double 32 x 32 spills kilobytes at seven.
+__host__ __device__ constexpr int lu_rows_direct_min_blocks(int lane_bytes) { return lane_bytes <= 128 ? 7 : 4; }
 
 // Item = one matrix per group; the same arguments and flags as getrf_fused_kernel.  A warp
 // takes its 32 / L matrices together (a warp-uniform loop: every shuffle has all lanes).
 // LU may alias A (every lane has read its rows before the group writes); X may alias B
 // (the group's lanes read their elements of b before the solve's shuffles, which need
 // every lane's, and write x after them).
-template <class MatA, class Vec, class IVec, int NB, int L>
-__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_min_blocks(NB / L * NB * sizeof(typename MatA::value_type)))
-getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
-                  int nrhs, int flags, long long count) {
+// DIRECT (getrf_rows_direct_kernel), as the cols design's: the launcher has checked that A
+// is one packed run of NB x NB matrices at a 16-byte aligned address (either
+// orientation), that X alone is wanted and nrhs = 1, so m = n = NB are compile-time
+// constants, the bounds tests fold away and the factors' and pivots' stores and the
+// further right-hand sides are not compiled (a group past the batch factors the
+// identity and stores nothing).  Measured on the H100 (bench/solve.py's batches, one
+// process, the general kernel forced for the other side): DGESV 16 x 16 245 us against
+// 273, 32 x 32 324 against 353, SGESV 32 x 32 341 against 400 (before the seven blocks
+// of lu_rows_direct_min_blocks), the same X to the bit.
+template <bool DIRECT, class MatA, class Vec, class IVec, int NB, int L>
+__device__ __forceinline__ void getrf_rows_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X,
+                                                long long x_col, int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
   constexpr int R = NB / L;  // rows per lane
   static_assert(R >= 1 && R * L == NB && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes, R rows each");
@@ -427,19 +440,21 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
   for (long long w0 = first; w0 < count; w0 += (long long)gridDim.x * WARPS * PER_WARP) {
     const long long b = w0 + wl / L;
     const bool active = b < count;
-    int m = 0, n = 0;  // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
-    if (active) {
+    // the user's m x n matrix; the accessor holds its view (transposed when a_trans)
+    int m = DIRECT ? NB : 0, n = DIRECT ? NB : 0;
+    if (!DIRECT && active) {
       m = a_trans ? A.cols(b) : A.rows(b);
       n = a_trans ? A.rows(b) : A.cols(b);
     }
     const int kmin = m < n ? m : n;
-    const int steps = __reduce_max_sync(ALL, kmin), cols = __reduce_max_sync(ALL, n);
+    const int steps = DIRECT ? NB : __reduce_max_sync(ALL, kmin), cols = DIRECT ? NB : __reduce_max_sync(ALL, n);
+    if (DIRECT) nrhs = 1;
     T a[R][NB], b0[R];  // the lane's rows and their elements of the first right-hand side
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       b0[r] = T(0);
 #pragma unroll
-      for (int c = 0; c < NB; ++c) a[r][c] = T(0);
+      for (int c = 0; c < NB; ++c) a[r][c] = T(DIRECT && !active && lane + r * L == c);
     }
     // Real types (REAL): the user's rows contiguous (a C-ordered batch) in whole 16-byte
     // pieces go through U (bdf::load_rows_staged: coalesced copies), b rides through the
@@ -493,6 +508,7 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
     if (active && lane == 0) info[b] = fail;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+      if (DIRECT) break;
       const int row = lane + r * L;
       if ((flags & LU_WRITE_PIV) && row < kmin) piv.vector(b)[row * piv.inc] = my_piv[r] + 1;
       if ((flags & LU_WRITE_LU) && row < m) {  // row `row` of the column-major factors
@@ -530,7 +546,7 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
         } else if (REAL && c == 0 && !fail) {
           x[r] = b0[r];
         } else {
-          x[r] = row < n ? B.vector(b)[c * b_col + from * B.inc] : T(0);
+          x[r] = active && row < n ? B.vector(b)[c * b_col + from * B.inc] : T(0);
         }
       }
       if (c > 0 || !REAL) bdf::getrs_rows_lower<NB, L>(lane, fail ? 0 : n, cols, a, x);
@@ -538,10 +554,24 @@ getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, 
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int row = lane + r * L;
-        if (row < n) X.vector(b)[c * x_col + row * X.inc] = x[r];
+        if (active && row < n) X.vector(b)[c * x_col + row * X.inc] = x[r];
       }
     }
   }
+}
+
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_min_blocks(NB / L * NB * sizeof(typename MatA::value_type)))
+getrf_rows_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                  int nrhs, int flags, long long count) {
+  getrf_rows_body<false, MatA, Vec, IVec, NB, L>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+}
+
+template <class MatA, class Vec, class IVec, int NB, int L>
+__global__ void __launch_bounds__(LU_ROWS_BLOCK, lu_rows_direct_min_blocks(NB / L * NB * sizeof(typename MatA::value_type)))
+getrf_rows_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                         int nrhs, int flags, long long count) {
+  getrf_rows_body<true, MatA, Vec, IVec, NB, L>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
 }
 
 // --- cols design -----------------------------------------------------------------------

@@ -48,28 +48,34 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
     """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps', 'panels'),
-    'direct' (a thread or cols setting's kernel for packed, aligned nb x nb matrices:
+    'direct' (a thread, rows or cols setting's kernel for packed, aligned nb x nb matrices:
     uniform layout only) or 'laswp' (no setting).  Every kernel but blocked and laswp
     takes the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
-    if kind == "direct" and setting.cols:
-        return f"getrf_cols_direct_kernel<{M}, {V}, {I}, {setting.template_args()}>"
+    if kind == "direct" and (setting.cols or setting.rows):
+        return f"getrf_{setting.design}_direct_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     if kind in ("fused", "thread", "direct", "rows", "cols", "warps", "panels"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     return f"getrf_blocked_kernel<{M}, {I}, {setting.template_args()}>"
 
 
+def _has_direct(setting: LuSetting, dtype) -> bool:
+    """Does the setting have a direct kernel for ``dtype`` (rows: real types only)?"""
+    return setting.thread or setting.cols or (setting.rows and np.dtype(dtype).kind != "c")
+
+
 def registered_names() -> list[str]:
     """Every instantiation of lu.cu: each setting for each layout and each dtype it is
     compiled for (a thread setting only where its matrix fits the register budget; the
-    direct kernels of the thread and cols settings for the uniform layout)."""
+    direct kernels of the thread and cols settings, and of the rows settings for real
+    types, for the uniform layout)."""
     return ([kernel_name(s.design, layout, dt, s) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES
              for s in LU_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("direct", "uniform", dt, s) for dt in ar.SUPPORTED_DTYPES
-               for s in LU_SETTINGS if (s.thread or s.cols) and s.compiled_for(np.dtype(dt).itemsize)]
+               for s in LU_SETTINGS if _has_direct(s, np.dtype(dt)) and s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("laswp", layout, dt) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES])
 
 
@@ -633,19 +639,19 @@ def _packed_aligned(a, count: int) -> bool:
 
 
 def _takes_direct(setting: LuSetting, a, count: int, itemsize: int, write_lu: bool, write_piv: bool,
-                  nrhs: int) -> bool:
-    """Does a thread or cols setting run its direct kernel on the uniform operand ``a``:
-    one packed run of nb x nb matrices at a 16-byte aligned address, and for a thread
-    setting the factors not stored unless a matrix is at most 32 bytes, for a cols setting
-    X alone with one right-hand side (all its direct kernel compiles)?  A thread's
-    16-byte stores of its factors reach memory half a sector each when its matrix is
-    larger: measured on an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us
+                  nrhs: int, dtype) -> bool:
+    """Does a thread, rows or cols setting run its direct kernel on the uniform operand
+    ``a``: one packed run of nb x nb matrices at a 16-byte aligned address, and for a
+    thread setting the factors not stored unless a matrix is at most 32 bytes, for a
+    rows (real ``dtype``) or cols setting X alone with one right-hand side (all its
+    direct kernel compiles)?  A thread's 16-byte stores of its factors reach memory
+    half a sector each when its matrix is larger: measured on an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us
     that way against 271-282 through the pipeline's coalesced runs, 4 x 4 float64 372
     against 226; at 2 x 2 the direct kernel was faster (float32 252 against 405 us,
     float64 218 against 238)."""
-    if not (setting.thread or setting.cols) or not (a.rows == a.cols == setting.nb and _packed_aligned(a, count)):
+    if not _has_direct(setting, dtype) or not (a.rows == a.cols == setting.nb and _packed_aligned(a, count)):
         return False
-    if setting.cols:
+    if setting.cols or setting.rows:
         return not write_lu and not write_piv and nrhs == 1
     return not write_lu or setting.nb ** 2 * itemsize <= 32
 
@@ -711,7 +717,7 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
         b_args, nrhs, keep = _rhs_args(xp, Bm, X, batch, n, k) if solving and k else \
             ((ln.pack("UniformVector", 0, 0, 1), np.int64(0), ln.pack("UniformVector", 0, 0, 1), np.int64(0)), 0, ())
         kind = None
-        if _takes_direct(setting, a, count, itemsize, lu is not None, ipiv is not None, nrhs):  # no shared memory
+        if _takes_direct(setting, a, count, itemsize, lu is not None, ipiv is not None, nrhs, dtype):
             kind = "direct"
             if setting.thread:
                 plan = replace(plan, grid=ln.grid_for(count, setting.threads), smem=0)

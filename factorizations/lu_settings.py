@@ -27,7 +27,9 @@ A setting becomes template arguments of ``factorizations/lu.cu``:
   a row of U in the group's static shared memory and read by broadcast loads; no
   barrier beyond __syncwarp.  GESV solves in the same launch, as fused.  NB x L = 8 x 8,
   16 x 16, 32 x 32 (one row per lane), 16 x 8, 16 x 4, 32 x 16 (two or four), each
-  compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).
+  compiled where its R rows fit LU_ROWS_REG_BYTES (``compiled_for``).  For real types,
+  packed NB x NB matrices at a 16-byte aligned address, X alone and one right-hand side
+  take its direct kernel (``getrf_rows_direct_kernel``: m = n = NB at compile time).
 - ``cols`` (``getrf_cols_kernel<..., NB, L>``): max(m, n) <= NB, real 4-byte elements, a
   group of L = threads lanes per matrix, lane k holding the column pieces k, k + L, .. (four
   columns each) of every row in registers (bdf::getf2_cols), 32 / L matrices per warp,

@@ -892,12 +892,13 @@ def _same_solutions(x, ref, A, B, singular, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
-    """A thread or cols setting runs its direct kernel exactly for packed NB x NB batches
-    at a 16-byte aligned address (C or F order, one matrix or many), for a thread setting
-    when the factors are not stored or a matrix is at most 32 bytes, for a cols setting
-    X alone with at most one right-hand side; the setting's general kernel otherwise (off
-    that address, a thread setting's block of larger matrices; for cols three right-hand
-    sides, or the factors wanted).  X alone (solve's flags) with
+    """A thread or cols setting, and a rows setting for real types, runs its direct
+    kernel exactly for packed NB x NB batches at a 16-byte aligned address (C or F
+    order, one matrix or many), for a thread setting when the factors are not stored or a
+    matrix is at most 32 bytes, for a rows or cols setting X alone with at most one
+    right-hand side; the setting's general kernel otherwise (off that address, a thread
+    setting's block of larger matrices; for rows and cols three right-hand sides, or the
+    factors wanted).  77 matrices: a rows setting's last warp has groups past the batch.  X alone (solve's flags) with
     one packed right-hand side, a strided one and three, and GESV with its factors: the
     same as the pipeline kernel (the same operations: the same info and pivots, factors
     and X up to rounding, X = B for the singular matrix)."""
@@ -913,8 +914,9 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
     monkeypatch.setattr(lu_module, "_launch_factor", spy)
     rng = rng_for("direct", str(np.dtype(dtype)))
     itemsize = np.dtype(dtype).itemsize
-    for s in THREAD_SETTINGS + COLS_SETTINGS:
-        if not_compiled(s, dtype):
+    real = np.dtype(dtype).kind != "c"
+    for s in THREAD_SETTINGS + COLS_SETTINGS + ROWS_SETTINGS:
+        if not_compiled(s, dtype) or (s.rows and not real):
             continue
         n = s.nb
         small = n * n * itemsize <= 32   # a thread setting's factors too go by direct stores
@@ -933,7 +935,7 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
                     kinds.clear()
                     poison_pool(xp, A.nbytes)
                     x, info = lu_module._gesv_arrays(Ad, Bd, False, False, s, want_factors=False)[2:]
-                    direct = aligned and (s.thread or b_layout != "three")  # cols: one right-hand side
+                    direct = aligned and (s.thread or b_layout != "three")  # rows, cols: one right-hand side
                     assert kinds == ["direct" if direct else None], (s, count, layout, b_layout)
                     np.testing.assert_array_equal(to_np(info), to_np(ref_info))
                     _same_solutions(to_np(x), to_np(xr), A, Bn, count // 2, dtype)
@@ -1021,7 +1023,14 @@ def test_chooser_picks_registered_settings():
             assert kernel_name("laswp", layout, dt) in names
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
     direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS + COLS_SETTINGS for dt in DTYPES)
+    direct += sum(s.compiled_for(np.dtype(dt).itemsize) for s in ROWS_SETTINGS for dt in DTYPES
+                  if np.dtype(dt).kind != "c")   # rows: real types
     assert len(names) == 3 * (compiled + 4) + direct   # three layouts; laswp for each dtype; direct: uniform
+    for s in ROWS_SETTINGS:
+        for dt in DTYPES:
+            name = kernel_name("direct", "uniform", dt, s)
+            assert name.startswith("getrf_rows_direct_kernel<")
+            assert (name in names) == (s.compiled_for(np.dtype(dt).itemsize) and np.dtype(dt).kind != "c"), name
     assert choose_lu_setting(16, 12, 4, direct_solve=True).rows and choose_lu_setting(15, 15, 4, direct_solve=True).rows
     assert choose_lu_setting(16, 16, 8) == ROWS_SETTINGS[1] and choose_lu_setting(12, 12, 16).fused
     assert choose_lu_setting(32, 32, 8) == ROWS_SETTINGS[2] and choose_lu_setting(32, 32, 16).fused

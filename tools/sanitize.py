@@ -432,6 +432,41 @@ def section_lu():
                 checks += 2
 
 
+def section_lu_direct():
+    # The rows and cols settings' direct kernels (GESV for X alone: packed NB x NB batches
+    # at a 16-byte aligned address, one right-hand side), which gesv (factors wanted)
+    # never takes: C and F order, batch 1, 3 and 65,537 (a partial last warp: groups past
+    # the batch factor the identity), a singular matrix (X = B).
+    global checks
+    from batched.factorizations import lu as lu_module
+
+    for dtype in (np.float32, np.float64):
+        for s in bt.LU_SETTINGS:
+            if not (s.rows or s.cols) or not s.compiled_for(np.dtype(dtype).itemsize) or \
+                    (s.cols and np.dtype(dtype).itemsize != 4):
+                continue
+            n = s.nb
+            for batch in (1, 3) if race else (1, 3, 65537):
+                T = rand((batch, n, n), dtype, offset=0)
+                T[0, :, n - 1] = 0                          # singular: info = n, X = B
+                for A in (T, cp.swapaxes(T, -1, -2)):       # C and F order
+                    b = rand((batch, n), dtype, offset=0)
+                    kinds = []
+                    launch = lu_module._launch_factor
+
+                    def spy(layout, dt, setting, plan, args, kind=None):
+                        kinds.append(kind)
+                        return launch(layout, dt, setting, plan, args, kind)
+
+                    lu_module._launch_factor = spy
+                    try:
+                        lu_module._gesv_arrays(A, b, False, False, s, want_factors=False)
+                    finally:
+                        lu_module._launch_factor = launch
+                    assert kinds == ["direct"], (s, dtype, kinds)
+                    checks += 1
+
+
 def section_qr():
     # geqrf / orgqr / gels: tall, square and wide; batch 1 and 65,537; every design forced
     # (fused, blocked, global); a rank-deficient matrix for gels; lists.
@@ -521,7 +556,7 @@ def section_gesvj():
 
 
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, "trsv": section_trsv,
-            "lu": section_lu, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
+            "lu": section_lu, "lu_direct": section_lu_direct, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
             "svd": section_svd, "gesvj": section_gesvj}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
