@@ -26,6 +26,11 @@
 //   every thread reads and writes its own elements directly.  Its direct kernel
 //   (getrf_direct_kernel, uniform layout) is for packed NB x NB matrices at a 16-byte
 //   aligned address: no pipeline, each thread loads its matrix in 16-byte pieces.
+// Rows design (getrf_rows_kernel, max(m, n) <= NB <= 32): a group of L lanes per matrix,
+//   lane i holding rows i, i + L, .. in registers (bdf::getf2_rows), the pivot rows
+//   broadcast through shared memory; for real types its direct kernel
+//   (getrf_rows_direct_kernel) solves packed NB x NB batches for X alone, m = n = NB at
+//   compile time.
 // Cols design (getrf_cols_kernel, max(m, n) <= NB = 16, real 4-byte elements): a group
 //   of L lanes per matrix, each holding column pieces of every row in registers
 //   (bdf::getf2_cols: the owner of a column searches its pivot alone and shuffles the
