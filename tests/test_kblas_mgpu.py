@@ -344,6 +344,20 @@ def _close_to_single(got, single, mag, n, dtype):
     assert np.all(np.abs(to_np(got) - to_np(single)) <= 2 * (n + 2) * eps * mag + np.finfo(dtype).tiny)
 
 
+def mgpu_operands(rng, routine, trans, n, dtype):
+    """(A, its full matrix, the routine's keywords, x, y) of a GPU case: GEMV an n x (n +
+    37) matrix, SYMV/HEMV an order-n triangle_case (`trans` 'L' or 'U' the triangle)."""
+    herm = routine == "hemv" and dtype.kind == "c"
+    if routine == "gemv":
+        A = random_array(rng, (n, n + 37), dtype)
+        full, kw = A, {"trans": trans}
+        rows, inner = (n, n + 37) if trans == "N" else (n + 37, n)
+    else:
+        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
+        kw, rows, inner = {"lower": trans == "L"}, n, n
+    return A, full, kw, random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
+
+
 @two_gpus
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("source", ("numpy", "cupy0", "cupy1"))
@@ -387,15 +401,8 @@ def test_gpu_devices_against_single_gpu(routine, trans, dtype, n, x_on, devices)
         pytest.skip(f"needs three or more CUDA GPUs for 'all' ({gpu_count()} visible; 'two' covers two)")
     devs = DEVICE_SETS[devices]
     rng = rng_for("gpu-mgpu", routine, trans, str(dtype), n, x_on, devices)
-    herm = routine == "hemv" and dtype.kind == "c"
-    if routine == "gemv":
-        A = random_array(rng, (n, n + 37), dtype)
-        full, kw = A, {"trans": trans}
-        rows, inner = (n, n + 37) if trans == "N" else (n + 37, n)
-    else:
-        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
-        kw, rows, inner = {"lower": trans == "L"}, n, n
-    x, y = random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
+    A, full, kw, x, y = mgpu_operands(rng, routine, trans, n, dtype)
+    rows, inner = y.shape[0], x.shape[0]
     D = distribute(A, devices=devs, nb=64)
     target = None if x_on == "host" else devs[0] if x_on == "first" else devs[-1]
     if target is None:
@@ -433,15 +440,8 @@ def test_gpu_without_peer_access(monkeypatch, routine, trans, dtype, x_on):
     dtype = np.dtype(dtype)
     n = 1000
     rng = rng_for("gpu-no-peer", routine, trans, str(dtype), x_on)
-    herm = routine == "hemv" and dtype.kind == "c"
-    if routine == "gemv":
-        A = random_array(rng, (n, n + 37), dtype)
-        full, kw = A, {"trans": trans}
-        rows, inner = (n, n + 37) if trans == "N" else (n + 37, n)
-    else:
-        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
-        kw, rows, inner = {"lower": trans == "L"}, n, n
-    x, y = random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
+    A, full, kw, x, y = mgpu_operands(rng, routine, trans, n, dtype)
+    rows, inner = y.shape[0], x.shape[0]
     D = distribute(A, devices=[0, 1], nb=64)
     with cp.cuda.Device(x_on):
         xd, yd = cp.asarray(x), cp.asarray(y)
