@@ -6,7 +6,9 @@ out-of-bounds access is caught at the allocation's edge.  Cases: batch 1 and
 65,537; n in {0, 1, 31, 32, 33}; matrices at misaligned offsets (views that
 start one element into a buffer); beta = 0 with an uninitialized y; every
 registered setting forced once; the three layouts.  ``--only=blas,trsv,cholesky``
-runs some sections (default all), each followed by a synchronize and a line.
+runs some sections (default all), each followed by a synchronize and a line; the LU
+section's parts (``lu_tiles``, ``lu_regs``, ``lu_blocks``, ``lu_pipeline``) run alone
+the same way, for racecheck within one device call.
 """
 
 import sys
@@ -341,19 +343,18 @@ def section_gebrd():
         checks += 1
 
 
-def section_lu():
-    # getrf / gesv / solve / inv: n around the fused tiles (4 ... 64) and the blocked
-    # panels; rectangular getrf; batch 1 and 65,537; an exactly singular matrix (zero
-    # pivot: no division, X = B); every setting forced where it fits; lists.  The thread
-    # and rows settings (registers) on their own sizes: staged (thread: packed C and F
-    # batches, one right-hand side) and direct (sliced rows, two right-hand sides)
-    # accesses, a partial last block or warp, variable-size lists (mixed sizes in a warp).
-    global checks
+def _lu_dtypes():
     # (racecheck: every dtype: float64 and float32 for the rows design's real-only paths, the
     # staged copy into U and b's element beside each pivot row; float32 and complex64 for the
     # panels design's register layouts, which differ by element size)
-    dtypes = (np.float32, np.complex128) if quick and not race else bt.SUPPORTED_DTYPES
-    for dtype in dtypes:
+    return (np.float32, np.complex128) if quick and not race else bt.SUPPORTED_DTYPES
+
+
+def section_lu_tiles():
+    # n around the fused tiles and the blocked panels, every fused and blocked setting
+    # forced where it fits, solve / inv / variable-size lists
+    global checks
+    for dtype in _lu_dtypes():
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
                 if batch > 1 and n not in (1, 33):
@@ -372,6 +373,17 @@ def section_lu():
             bt.getrf(A[:, :n, :n], setting=s)
             bt.gesv(A[:, :n, :n], rand((3, n, 2), dtype), setting=s)
             checks += 2
+        bt.solve(rand((33, 20, 20), dtype) + 20 * cp.eye(20, dtype=dtype), rand((33, 20), dtype))
+        bt.inv(rand((5, 9, 9), dtype) + 9 * cp.eye(9, dtype=dtype))
+        mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, 40, 33)]
+        bt.getrf(mats)
+        checks += 3
+
+
+def section_lu_regs():
+    # the thread, rows and cols settings (registers) on their own sizes
+    global checks
+    for dtype in _lu_dtypes():
         for s in bt.LU_SETTINGS:
             if not (s.thread or s.rows or s.cols) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
@@ -397,8 +409,13 @@ def section_lu():
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 33)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
-        # the warps and panels settings (a block per matrix): sizes across the lanes' rows
-        # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as above
+
+
+def section_lu_blocks():
+    # the warps and panels settings (a block per matrix): sizes across the lanes' rows
+    # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as lu_regs
+    global checks
+    for dtype in _lu_dtypes():
         for s in bt.LU_SETTINGS:
             if not (s.warps or s.panels) or not s.compiled_for(np.dtype(dtype).itemsize):
                 continue
@@ -415,11 +432,10 @@ def section_lu():
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 9)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
-        bt.solve(rand((33, 20, 20), dtype) + 20 * cp.eye(20, dtype=dtype), rand((33, 20), dtype))
-        bt.inv(rand((5, 9, 9), dtype) + 9 * cp.eye(9, dtype=dtype))
-        mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, 40, 33)]
-        bt.getrf(mats)
-        checks += 3
+
+
+def section_lu_pipeline():
+    global checks
     # The thread design's pipeline across turns: 200,001 matrices, so that every warp of
     # the grid (capped at the resident blocks) takes several chunks, the last one partial.
     # Aligned (offset 0): the direct kernel's grid-stride loop over the same count.
@@ -430,6 +446,21 @@ def section_lu():
                 bt.gesv(T, rand((200_001, s.nb), np.float64, offset=offset), setting=s)
                 bt.getrf(T, setting=s)
                 checks += 2
+
+
+def section_lu():
+    # getrf / gesv / solve / inv: n around the fused tiles (4 ... 64) and the blocked
+    # panels; rectangular getrf; batch 1 and 65,537; an exactly singular matrix (zero
+    # pivot: no division, X = B); every setting forced where it fits; lists.  The thread
+    # and rows settings (registers) on their own sizes: staged (thread: packed C and F
+    # batches, one right-hand side) and direct (sliced rows, two right-hand sides)
+    # accesses, a partial last block or warp, variable-size lists (mixed sizes in a warp).
+    # Its parts run alone too (--only=lu_tiles,lu_regs,...): racecheck of the whole
+    # section took more than 570 s on a cold kernel cache (session 31).
+    section_lu_tiles()
+    section_lu_regs()
+    section_lu_blocks()
+    section_lu_pipeline()
 
 
 def section_lu_direct():
@@ -558,9 +589,12 @@ def section_gesvj():
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, "trsv": section_trsv,
             "lu": section_lu, "lu_direct": section_lu_direct, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
             "svd": section_svd, "gesvj": section_gesvj}
+# Parts of a section, for --only (not run by default: their section runs them).
+PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
+         "lu_pipeline": section_lu_pipeline}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
-    SECTIONS[name]()
+    (SECTIONS.get(name) or PARTS[name])()
     cp.cuda.Device().synchronize()
     print(f"sanitize: {name} done", flush=True)
 cp.cuda.Device().synchronize()
