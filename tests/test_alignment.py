@@ -147,6 +147,23 @@ def test_kblas_gemv_misaligned_matrix_and_out(xp, dtype, shift):
 
 
 @pytest.mark.parametrize("dtype, shift", SHIFTS)
+def test_distributed_gemv_symv_misaligned_out(xp, dtype, shift):
+    """A DistributedMatrix (GPU 0, or two host blocks) into a misaligned ``out``: on the
+    GPU the reduction kernel's result is written back byte by byte."""
+    rng = rng_for("mgpu-out", dtype, shift)
+    n = 70
+    A, x = random_array(rng, (n, n), dtype), random_array(rng, (n,), dtype)
+    D = bt.kblas.distribute(A, devices=2, nb=8) if xp is np else bt.kblas.distribute(xp.asarray(A), devices=[0],
+                                                                                       nb=32)
+    sx = Shifted(xp, x, shift)
+    for fn in (bt.kblas.gemv, bt.kblas.symv):
+        out = nan_out(xp, (n,), dtype, shift)
+        got = fn(D, sx.arr, out=out.arr)
+        assert got is out.arr
+        _close(out.value(), fn(xp.asarray(A), xp.asarray(x)), dtype)
+
+
+@pytest.mark.parametrize("dtype, shift", SHIFTS)
 def test_aligned_and_assign_round_trip(xp, dtype, shift):
     """The helpers themselves: a misaligned strided view copied out and written back."""
     rng = rng_for("helpers", dtype, shift)

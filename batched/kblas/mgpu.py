@@ -443,14 +443,17 @@ def _reduce_kernel(kind: str, read_y: bool, ranks: int):
 
 def _reduce(c: Call, kind: str, pointers, nb: int):
     """The result from the partials at ``pointers`` (one address per device of
-    the matrix, 0 for one without columns) on x's device, current stream."""
+    the matrix, 0 for one without columns) on x's device, current stream.  A
+    misaligned ``out`` (validate keeps it as given) is written through _store: the
+    kernel's stores of whole elements would fault on it."""
     cp = _cp()
-    out = c.out if c.out is not None else cp.empty((c.rows,), c.dtype)
+    direct = c.out is not None and not ar.misaligned(c.out)
+    out = c.out if direct else cp.empty((c.rows,), c.dtype)
     args = (*(np.uint64(p) for p in pointers), np.int64(nb), c.dtype.type(c.alpha), c.dtype.type(c.beta))
     if c.read_y:
         args += (c.y.astype(c.dtype, copy=False),)
     _reduce_kernel(kind, c.read_y, len(pointers))(*args, out)
-    return out
+    return out if direct else _store(c, out)
 
 
 def _gemv_partial(c: Call, d: int, op: str, xd, dest, setting) -> None:
