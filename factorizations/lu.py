@@ -638,22 +638,22 @@ def _packed_aligned(a, count: int) -> bool:
     return a.ld == a.rows and (a.stride == a.rows * a.cols or count == 1) and a.base % 16 == 0
 
 
-def _takes_direct(setting: LuSetting, a, count: int, itemsize: int, write_lu: bool, write_piv: bool,
-                  nrhs: int, dtype) -> bool:
+def _takes_direct(setting: LuSetting, a, count: int, dtype, write_lu: bool, write_piv: bool, nrhs: int) -> bool:
     """Does a thread, rows or cols setting run its direct kernel on the uniform operand
     ``a``: one packed run of nb x nb matrices at a 16-byte aligned address, and for a
     thread setting the factors not stored unless a matrix is at most 32 bytes, for a
     rows (real ``dtype``) or cols setting X alone with one right-hand side (all its
     direct kernel compiles)?  A thread's 16-byte stores of its factors reach memory
-    half a sector each when its matrix is larger: measured on an H100 (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us
-    that way against 271-282 through the pipeline's coalesced runs, 4 x 4 float64 372
-    against 226; at 2 x 2 the direct kernel was faster (float32 252 against 405 us,
-    float64 218 against 238)."""
+    half a sector each when its matrix is larger: measured on an H100
+    (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us that way against 271-282
+    through the pipeline's coalesced runs, 4 x 4 float64 372 against 226; at 2 x 2
+    the direct kernel was faster (float32 252 against 405 us, float64 218 against
+    238)."""
     if not _has_direct(setting, dtype) or not (a.rows == a.cols == setting.nb and _packed_aligned(a, count)):
         return False
     if setting.cols or setting.rows:
         return not write_lu and not write_piv and nrhs == 1
-    return not write_lu or setting.nb ** 2 * itemsize <= 32
+    return not write_lu or setting.nb ** 2 * np.dtype(dtype).itemsize <= 32
 
 
 def _launch_factor(layout, dtype, setting, plan, args, kind=None):
@@ -717,7 +717,7 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
         b_args, nrhs, keep = _rhs_args(xp, Bm, X, batch, n, k) if solving and k else \
             ((ln.pack("UniformVector", 0, 0, 1), np.int64(0), ln.pack("UniformVector", 0, 0, 1), np.int64(0)), 0, ())
         kind = None
-        if _takes_direct(setting, a, count, itemsize, lu is not None, ipiv is not None, nrhs, dtype):
+        if _takes_direct(setting, a, count, dtype, lu is not None, ipiv is not None, nrhs):
             kind = "direct"
             if setting.thread:
                 plan = replace(plan, grid=ln.grid_for(count, setting.threads), smem=0)
