@@ -80,6 +80,24 @@ def try_replay(tag, inputs, added, out, alpha, beta):
     return key, (replay(plan, inputs, added, out, alpha, beta) if plan is not None else None)
 
 
+def replay_scalars(dtype, zeros, alpha, beta):
+    """alpha, beta (Python numbers: ``scalars_key``) converted to ``dtype``; None when
+    either needs the full check (not finite, or complex with a real dtype) or is zero
+    where the recorded one was not, or the other way round (``zeros``: the recorded
+    call's; the launch flags differ): the caller then takes the full path."""
+    out = []
+    for v in (alpha, beta):
+        if type(v) is complex:
+            if dtype.kind != "c" or not (math.isfinite(v.real) and math.isfinite(v.imag)):
+                return None
+        elif not math.isfinite(v):
+            return None
+        out.append(dtype.type(v))
+    if (out[0] == 0, out[1] == 0) != zeros:
+        return None
+    return out
+
+
 @dataclass
 class Plan:
     kernel: object
@@ -94,21 +112,7 @@ class Plan:
     zeros: tuple          # (alpha == 0, beta == 0) of the recorded call's converted scalars
 
     def scalars(self, alpha, beta):
-        """alpha, beta converted to the kernel's type; None when either needs the full
-        check (not finite, or complex with a real dtype) or is zero where the recorded
-        one was not, or the other way round (the launch flags differ): the caller then
-        takes the full path."""
-        out = []
-        for v in (alpha, beta):
-            if type(v) is complex:
-                if self.dtype.kind != "c" or not (math.isfinite(v.real) and math.isfinite(v.imag)):
-                    return None
-            elif not math.isfinite(v):
-                return None
-            out.append(self.dtype.type(v))
-        if (out[0] == 0, out[1] == 0) != self.zeros:
-            return None
-        return out
+        return replay_scalars(self.dtype, self.zeros, alpha, beta)
 
     def launch(self, operands, alpha, beta) -> None:
         """``operands``: the arrays in the order of the signature, the result included."""

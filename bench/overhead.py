@@ -7,7 +7,8 @@ behind it).  Median of a few such loops.  Calls: ``batched.gemv`` on a
 (4, 8, 8) float64 array and a (4, 8) vector batch, ``batched.gemm`` on two
 (4, 8, 8) arrays, each with a new result and with ``out=``; the peers are
 ``cupy.matmul`` (and ``torch.bmm`` when PyTorch is installed) on the same
-arrays.  ``ratio`` is ours / cupy.
+arrays.  ``batched.kblas.gemv`` on one 1024 x 1024 float64 matrix with ``out=``
+against ``cupy.cublas.gemv`` (and ``torch.mv``).  ``ratio`` is ours / cupy.
 
 Usage: python3 bench/overhead.py [--quick] [--dry-run]
 """
@@ -27,6 +28,7 @@ import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 
 BATCH, N = 4, 8
+KBLAS_N = 1024  # batched.kblas.gemv's matrix: its GPU time (about 8 us) hides behind the host's
 
 
 def loop_seconds(fn, iters: int, loops: int = 5, warmup: int = 200) -> float:
@@ -62,11 +64,21 @@ def calls():
         ("gemm", "new"): {"ours": lambda: bt.gemm(A, B), "cupy": lambda: cp.matmul(A, B)},
         ("gemm", "out="): {"ours": lambda: bt.gemm(A, B, out=C), "cupy": lambda: cp.matmul(A, B, out=C)},
     }
+    # One large matrix (batched.kblas): ours replays its kept recipe; the peer is the
+    # cuBLAS GEMV CuPy wraps.
+    import cupy.cublas
+
+    KA = cp.asfortranarray(harness.random_array((KBLAS_N, KBLAS_N), "float64", 4))
+    kx, ky = harness.random_array((KBLAS_N,), "float64", 5), cp.empty(KBLAS_N)
+    found[("kblas_gemv", "out=")] = {"ours": lambda: bt.kblas.gemv(KA, kx, out=ky),
+                                     "cupy": lambda: cupy.cublas.gemv("N", 1.0, KA, kx, 0.0, ky)}
     torch = harness.torch_or_none()
     if torch is not None:
         tA, tB, tx = (harness.as_torch(torch, a) for a in (A, B, x3))
         found[("gemv", "new")]["torch"] = lambda: torch.bmm(tA, tx)
         found[("gemm", "new")]["torch"] = lambda: torch.bmm(tA, tB)
+        tKA, tkx = harness.as_torch(torch, KA), harness.as_torch(torch, kx)
+        found[("kblas_gemv", "out=")]["torch"] = lambda: torch.mv(tKA, tkx)
     return found
 
 
@@ -74,8 +86,9 @@ def main(argv=None, print_table: bool = True) -> list:
     args = harness.parse_args(argv, "Host overhead of small batched calls", sweep=False)
     iters = 300 if args.quick else 3000
     if args.dry_run:
-        print(f"overhead: gemv and gemm on ({BATCH}, {N}, {N}) float64, new result and out=; "
-              f"{iters} iterations x 5 loops; peers cupy.matmul, torch.bmm")
+        print(f"overhead: gemv and gemm on ({BATCH}, {N}, {N}) float64, new result and out=; kblas.gemv on "
+              f"{KBLAS_N} x {KBLAS_N}; {iters} iterations x 5 loops; peers cupy.matmul, cupy.cublas.gemv, "
+              "torch.bmm, torch.mv")
         return []
     import cupy
 
@@ -85,8 +98,9 @@ def main(argv=None, print_table: bool = True) -> list:
     for (routine, variant), fns in calls().items():
         secs = {name: loop_seconds(fn, iters) for name, fn in fns.items()}
         ours = secs.pop("ours")
-        rows.append({"routine": routine, "dtype": "float64", "layout": "uniform", "trans": "N" if routine == "gemv"
-                     else "NN", "m": N, "n": N, "k": N if routine == "gemm" else 0, "batch": BATCH, "offset": 0,
+        n, batch = (KBLAS_N, 1) if routine.startswith("kblas") else (N, BATCH)
+        rows.append({"routine": routine, "dtype": "float64", "layout": "uniform", "trans": "NN" if routine == "gemm"
+                     else "N", "m": n, "n": n, "k": N if routine == "gemm" else 0, "batch": batch, "offset": 0,
                      "setting": None, "variant": variant, "iterations": iters, "ours_s": ours, "peers": secs,
                      "ours_us": ours * 1e6, "cupy_us": secs["cupy"] * 1e6,
                      "torch_us": secs["torch"] * 1e6 if "torch" in secs else None,
@@ -106,10 +120,10 @@ def main(argv=None, print_table: bool = True) -> list:
 
 def print_rows(rows) -> None:
     print("== overhead: microseconds per call (wall clock, async), ratio = ours / cupy")
-    print(f"{'call':<12}{'ours':>8}{'cupy':>8}{'torch':>8}{'ratio':>7}")
+    print(f"{'call':<16}{'ours':>8}{'cupy':>8}{'torch':>8}{'ratio':>7}")
     for r in rows:
         torch_us = f"{r['torch_us']:.1f}" if r["torch_us"] is not None else "-"
-        print(f"{r['routine'] + ' ' + r['variant']:<12}{r['ours_us']:>8.1f}{r['cupy_us']:>8.1f}"
+        print(f"{r['routine'] + ' ' + r['variant']:<16}{r['ours_us']:>8.1f}{r['cupy_us']:>8.1f}"
               f"{torch_us:>8}{r['ratio']:>7.2f}")
 
 

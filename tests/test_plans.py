@@ -151,3 +151,95 @@ def test_gemv_replay_on_a_differently_aligned_view_writes_every_row(setting):
         got = bt.gemv(view, to_xp(cp, x), out=out, setting=setting)
         ref_A = np.swapaxes(A[..., offset:offset + rows], -1, -2)
         assert gemv_error_ratio(to_np(got), ref_A, x, None, 1.0, 0.0, "N") < THRESHOLD, offset
+
+
+# --- batched.kblas: a repeated single-matrix call runs its kept recipe ------------------
+
+KBLAS_CASES = [("gemv", "N", np.float64), ("gemv", "T", np.float32), ("gemv", "C", np.complex128),
+               ("symv", True, np.float64), ("hemv", False, np.complex64)]
+
+
+def _kblas_call(routine, letter, A, x, y, **kw):
+    if routine == "gemv":
+        return bt.kblas.gemv(A, x, y, trans=letter, **kw)
+    return getattr(bt.kblas, routine)(A, x, y, lower=letter, **kw)
+
+
+def _kblas_ratio(routine, letter, got, A, x, y, alpha, beta):
+    """gemv_error_ratio against the whole matrix the call stands for (SYMV/HEMV: the
+    named triangle mirrored; a Hermitian diagonal's imaginary part ignored)."""
+    if routine == "gemv":
+        return gemv_error_ratio(got, A, x, y, alpha, beta, letter)
+    tri = np.tril(A, -1) if letter else np.triu(A, 1)
+    mirror = tri.conj().T if routine == "hemv" else tri.T
+    diagonal = np.diagonal(A).real if routine == "hemv" else np.diagonal(A)
+    return gemv_error_ratio(got, tri + mirror + np.diag(diagonal), x, y, alpha, beta, "N")
+
+
+@pytest.mark.parametrize("order", "CF")
+@pytest.mark.parametrize("routine, letter, dtype", KBLAS_CASES, ids=str)
+def test_kblas_replay_uses_each_calls_operands_and_scalars(routine, letter, dtype, order, monkeypatch):
+    """n = 300: several blocks a segment (the workspace and tickets a replay makes
+    anew); the other triangle NaN for SYMV/HEMV; calls 2 and 4 replay 1 and 3 (the
+    full path validates twice in four calls), the last two into a NaN out."""
+    import cupy as cp
+    from batched.kblas import _common as cm
+
+    cm.clear_replays()
+    validated = []
+    full_validate = cm.validate
+    monkeypatch.setattr(cm, "validate", lambda *a: validated.append(1) or full_validate(*a))
+    rng = rng_for("kblas-replay", routine, str(letter), str(np.dtype(dtype)), order)
+    n = 300
+    complex_ = np.dtype(dtype).kind == "c"
+    # the scalars' types are part of the signature: the replayed pairs share them
+    scalars = [(1.0, 0.0), (-2.5, 0.0)] + ([(0.5 + 0.25j, 1.5j), (0.5 - 1j, -0.5j)] if complex_ else
+                                           [(0.5, 1.5), (0.7, -1.5)])
+    for call, (alpha, beta) in enumerate(scalars):
+        A = random_array(rng, (n, n), dtype)
+        if routine != "gemv":
+            A[np.triu_indices(n, 1) if letter else np.tril_indices(n, -1)] = np.nan
+        A_xp = to_xp(cp, A)
+        A_xp = cp.asfortranarray(A_xp) if order == "F" else cp.ascontiguousarray(A_xp)
+        x, y = random_array(rng, (n,), dtype), random_array(rng, (n,), dtype)
+        out = nan_like_out(cp, (n,), dtype) if call >= 2 else None
+        got = _kblas_call(routine, letter, A_xp, to_xp(cp, x), to_xp(cp, y), alpha=alpha, beta=beta, out=out)
+        assert out is None or got is out
+        assert _kblas_ratio(routine, letter, to_np(got), A, x, y, alpha, beta) < THRESHOLD, call
+    assert len(validated) == 2, "the second and fourth calls did not replay"
+
+
+def test_kblas_replay_keeps_argument_checks_and_private_results():
+    """lower=1 after lower=True (1 == True as a key) still raises; out overlapping x
+    after a plain out takes the full path; a converted operand keeps no recipe; a
+    replay on another stream uses that stream's tickets."""
+    import cupy as cp
+    from batched.kblas import _common as cm
+
+    cm.clear_replays()
+    rng = rng_for("kblas-replay-checks")
+    n = 260
+    A = random_array(rng, (n, n), np.float64)
+    A = A + A.T
+    x = random_array(rng, (n,), np.float64)
+    Ad, xd = to_xp(cp, A), to_xp(cp, x)
+    bt.kblas.symv(Ad, xd, lower=True)
+    bt.kblas.symv(Ad, xd, lower=True)
+    with pytest.raises(TypeError, match="lower"):
+        bt.kblas.symv(Ad, xd, lower=1)
+    bt.kblas.gemv(Ad, xd, out=cp.empty(n))
+    x2 = xd.copy()
+    got = bt.kblas.gemv(Ad, x2, out=x2)  # out is x: a private result, then copied
+    assert got is x2 and gemv_error_ratio(to_np(got), A, x, None, 1.0, 0.0, "N") < THRESHOLD
+    cm.clear_replays()
+    x32 = x.astype(np.float32)
+    for _ in range(2):
+        got = bt.kblas.gemv(Ad, to_xp(cp, x32))  # x converted to float64 first
+        assert gemv_error_ratio(to_np(got), A, x32.astype(np.float64), None, 1.0, 0.0, "N") < THRESHOLD
+    assert not cm._recipes
+    bt.kblas.gemv(Ad, xd, trans="T")
+    assert cm._recipes
+    with cp.cuda.Stream() as s:
+        got = bt.kblas.gemv(Ad, xd, trans="T")
+        s.synchronize()
+    assert gemv_error_ratio(to_np(got), A, x, None, 1.0, 0.0, "T") < THRESHOLD
