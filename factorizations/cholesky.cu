@@ -26,10 +26,9 @@
 //   potrf_blocked_kernel: one block per matrix, the matrix in global memory (C),
 //     right-looking over panels of POTRF_NB columns: diagonal block factored in shared
 //     memory, rows below it solved against it (one warp per row, bdf::trsv_tile), the
-//     trailing lower triangle updated by bdf::gemm_tile tiles (tiles above the diagonal
-//     skipped, the diagonal tiles store their lower part only).
+//     trailing lower triangle updated by potrf_trailing_update (a 32 x 32 tile a warp;
+//     tiles above the diagonal skipped, the diagonal tiles store their lower part only).
 #include "common.cuh"
-#include "gemm.cuh"
 #include "gemv.cuh"
 #include "layouts.cuh"
 #include "potrf.cuh"
@@ -45,8 +44,6 @@
                             // whose column-major view is A^T = conj(A)): solve with conj(L)
 
 #define POTRF_NB 32             // blocked panel width: one warp's trsv_tile
-#define POTRF_GEMM_BLK 32       // trailing-update tile (BLK_M = BLK_N)
-#define POTRF_GEMM_BLK_K 16
 
 // Sub-warp groups pack several matrices into one block (the launcher may launch fewer
 // than this many threads when the groups' shared memory would not fit).
@@ -144,28 +141,73 @@ potrf_fused_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
   }
 }
 
+// The blocked design's trailing update L22 -= L21 L21^H (L21: the m2 x nb panel below the
+// diagonal block at column k, final; L22 from row and column base = k + nb) by warps: the
+// lower 32 x 32 tiles of L22 in order, warp w taking tiles w, w + WARPS, ..  A lane owns
+// one row of its tile in storage order (the tile's row for a lower view, its column for
+// an upper one, so that its stores run down a stored column) and sums over the panel's
+// columns kk its element of L21 times the other 32 rows' elements, which the lanes put in
+// `y` (the warp's 32 elements) one kk at a time and read back by broadcast.  Measured on
+// the H100 (SPOTRF 256 x 256, 1,024 matrices; DPOTRF 256 x 256, 512): the whole block on
+// one gemm_tile tile at a time behind barriers took 4.2 of SPOTRF's 5.5 ms (0.8 of
+// DPOTRF's 2.1), this about 1.3 of 2.6 (32 x 8).  Four columns staged at a time (their loads issued
+// together, 16-byte broadcast loads) ran the same in double and 3-18 % slower in float
+// (100 registers against 80: two blocks an SM against three).
+// Threads:  every thread of the block; `warp`, `lane` its warp and lane.
+// Shared:   y, the warp's 32 elements (free: the row solves are done).
+// Sync:     __syncwarp around each kk's y; none across warps (tiles are disjoint, L21 is
+//           read only).  The caller's barrier follows.
+template <typename T, int WARPS>
+__device__ void potrf_trailing_update(int warp, int lane, const Triangle<T>& L, int k, int nb, int m2, T* y) {
+  const int base = k + nb, t = (m2 + 31) / 32;
+  for (int q = warp; q < t * (t + 1) / 2; q += WARPS) {
+    int ti = 0;  // q -> (ti, tj), tj <= ti, the lower tiles row by row
+    while ((ti + 1) * (ti + 2) / 2 <= q) ++ti;
+    const int tj = q - ti * (ti + 1) / 2;
+    // storage order: lower, lane l takes logical row own = 32 ti + l against rows 32 tj + e;
+    // upper, logical column own = 32 tj + l against rows 32 ti + e (sums conjugated)
+    const int own = (L.lower ? 32 * ti : 32 * tj) + lane, other0 = L.lower ? 32 * tj : 32 * ti;
+    T acc[32];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) acc[e] = T(0);
+    for (int kk = 0; kk < nb; ++kk) {
+      const T u = own < m2 ? L.get(base + own, k + kk) : T(0);
+      const T v = other0 + lane < m2 ? L.get(base + other0 + lane, k + kk) : T(0);
+      __syncwarp();  // the previous kk's y has been read
+      y[lane] = bdf::conj_if(v, true);
+      __syncwarp();
+#pragma unroll
+      for (int e = 0; e < 32; ++e) acc[e] += u * y[e];
+    }
+    // acc[e] = sum_kk L(own, kk) conj(L(other0 + e, kk)): lower, the logical element
+    // (own, other0 + e), stored there; upper, the conjugate of (other0 + e, own)'s, whose
+    // stored element is that conjugate: either way the stored element takes -= acc[e]
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const int i = L.lower ? own : other0 + e, j = L.lower ? other0 + e : own;
+      if (i < m2 && j <= i) L.x[L.at(base + i, base + j)] -= acc[e];
+    }
+  }
+}
+
 // One block of G = DIM_X * DIM_Y threads (whole warps, G > 32) per matrix.
-// Shared: the diagonal block (POTRF_NB^2), gemv_n's work, gemm_tile's two staging
-// tiles, one POTRF_NB vector per warp for the panel solves.
+// Shared: the diagonal block (POTRF_NB^2), gemv_n's work, one POTRF_NB vector per warp
+// for the panel solves and the trailing update.
 // Who writes what: C is written by the block in phases separated by __syncthreads
 // (copy -> per panel: diagonal block, panel rows, trailing tiles); within a phase
-// every element of C has one writer.  gemm_tile stages its operands (the panel, final
-// for this step) through its own barriers and only the epilogue writes C.
+// every element of C has one writer (potrf_trailing_update: a tile a warp).
 template <class Mat, int DIM_X, int DIM_Y>
 __global__ void __launch_bounds__(DIM_X * DIM_Y)
 potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
   using T = typename Mat::value_type;
   constexpr int G = DIM_X * DIM_Y, NB = POTRF_NB, WARPS = G / 32;
-  constexpr int BLK = POTRF_GEMM_BLK, BLK_K = POTRF_GEMM_BLK_K, GEMM_X = 16, GEMM_Y = G / GEMM_X;
   static_assert(G > 32 && G % 32 == 0, "the blocked design runs whole warps, more than one");
-  static_assert(BLK % GEMM_X == 0 && BLK % GEMM_Y == 0, "gemm tile must split over the group");
+  static_assert(NB == 32, "a panel row is one warp's trsv_tile, a trailing tile a warp's 32 rows");
   constexpr int WORK = G * bdf::GEMV_UNROLL;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sD = reinterpret_cast<T*>(smem);
   T* work = sD + NB * NB;
-  T* sA = work + WORK;
-  T* sB = sA + bdf::gemm_smem_a<BLK, BLK_K>();
-  T* ys = sB + bdf::gemm_smem_b<BLK, BLK_K>();
+  T* ys = work + WORK;
 
   const bdf::ThreadGroup<G> g(threadIdx.x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -211,21 +253,7 @@ potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
         if (lane < nb) L.set(k + nb + r, k + lane, y[lane]);
       }
       g.sync();  // the panel is final in C
-      if (m2 > 0) {
-        // L22 -= L21 L21^H on the lower tiles.  Stored operands: for a lower view L21 is
-        // the block below the diagonal block (op N, and op C for the right factor); for an
-        // upper view it is the conjugate transpose of the block to the right of it.
-        const T* p = lower ? c + (k + nb) + k * ldc : c + k + (long long)(k + nb) * ldc;
-        const int op_l = lower ? bdf::OP_N : bdf::OP_C, op_r = lower ? bdf::OP_C : bdf::OP_N;
-        const int base = k + nb;
-        auto store = [=](int i, int j, T r) {
-          if (i >= j) c[L.at(base + i, base + j)] -= bdf::conj_if(r, !lower);
-        };
-        for (int tj = 0; tj < m2; tj += BLK)
-          for (int ti = tj; ti < m2; ti += BLK)
-            bdf::gemm_tile<T, GEMM_X, GEMM_Y, BLK, BLK, BLK_K>(g, m2, m2, nb, ti, tj, p, ldc, op_l, p, ldc, op_r,
-                                                             sA, sB, store);
-      }
+      potrf_trailing_update<T, WARPS>(warp, lane, L, k, nb, m2, y);  // L22 -= L21 L21^H
       g.sync();  // the trailing matrix is updated before the next diagonal block is read
     }
     if (g.rank == 0) info[b] = fail;

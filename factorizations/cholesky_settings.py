@@ -32,7 +32,7 @@ A setting becomes template arguments of ``factorizations/cholesky.cu``:
            global memory, a panel of ``nb`` (= 32) columns at a time: diagonal
            block factored in shared memory by the fused column routine, the
            rows below it solved against it (bdf::trsv_tile, one warp per row),
-           the trailing lower triangle updated by bdf::gemm_tile tiles (tiles
+           the trailing lower triangle updated a 32 x 32 tile a warp (tiles
            above the diagonal skipped).  Shared memory does not grow with n.
 """
 
@@ -47,7 +47,6 @@ GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # potrf_block_threads() in factorizations/cholesky.cu for groups <= 32
 SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
 PANEL = 32               # POTRF_NB in cholesky.cu: the blocked design's panel width (one warp's tile)
-GEMM_BLK, GEMM_BLK_K = 32, 16   # the trailing update's gemm_tile (POTRF_GEMM_* in cholesky.cu)
 SOLVE_MAX = 32           # the fused POSV solves with one bdf::trsv_tile: n <= 32
 THREAD_REG_BYTES = 512   # POTRF_THREAD_REG_BYTES in cholesky.cu: the thread design's triangle
 ROWS_REG_BYTES = 256     # the rows design's row of nb elements (LU's LU_ROWS_REG_BYTES rule)
@@ -126,8 +125,7 @@ class CholeskySetting(DesignKinds):
             elems = n_max * n_max + self.gemv_work + (n_max if nrhs else 0)
         else:
             warps = self.group_threads // 32
-            gemm = 2 * GEMM_BLK_K * (GEMM_BLK + 1)
-            elems = PANEL * PANEL + self.gemv_work + gemm + warps * PANEL
+            elems = PANEL * PANEL + self.gemv_work + warps * PANEL
         return -(-(elems * itemsize) // 16) * 16
 
     def template_args(self) -> str:
@@ -174,8 +172,10 @@ def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1
     Up to 128 the warps design where compiled and fitting (_WARPS_CHOICE: the smallest
     nb that covers n, the threads measured best for the element size).  Otherwise up
     to 64: the fused design with four warps while n^2 elements stay under the 48 KiB
-    soft limit (n = 64 in double: 32 KiB).  Beyond: blocked, eight warps from n = 256
-    on (more trailing-update tiles per panel than four warps cover).
+    soft limit (n = 64 in double: 32 KiB).  Beyond: blocked, four warps, eight for
+    4-byte elements from n = 256 (H100, POTRF after session 32's trailing update:
+    float32 256 2.63 ms with eight against 2.87, 160 2.35 against 1.89; float64 256
+    1.96 against 1.77, 192 1.96 against 1.79).
     """
     for s in THREAD_SETTINGS:
         if n <= s.nb and s.compiled_for(itemsize):
@@ -193,7 +193,7 @@ def choose_cholesky_setting(n: int, itemsize: int = 8, smem_limit: int = 227 * 1
     big = FUSED_SETTINGS[4]
     if n <= 64 and big.group_bytes(n, itemsize) <= min(SOFT_SMEM, smem_limit):
         return big
-    return BLOCKED_SETTINGS[0] if n < 256 else BLOCKED_SETTINGS[1]
+    return BLOCKED_SETTINGS[1] if itemsize == 4 and n >= 256 else BLOCKED_SETTINGS[0]
 
 
 # The warps design's threads by (nb, element size), measured on the H100 side by side

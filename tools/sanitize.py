@@ -255,6 +255,26 @@ def spd(batch, n, dtype):
     return X @ X.conj().swapaxes(-1, -2) + n * cp.eye(n, dtype=dtype)
 
 
+def _cholesky_blocked(dtype, A):
+    # the blocked settings on A (3 x 70 x 70, the second failing at column 41) and on
+    # 200 x 200 (trailing updates with more tiles than warps), both triangles
+    global checks
+    B = spd((2,), 200, dtype)
+    for s in bt.CHOLESKY_SETTINGS:
+        if s.design == "blocked":
+            for lower in (True, False):
+                bt.potrf(A, lower=lower, setting=s)
+                bt.potrf(B, lower=lower, setting=s)
+                checks += 2
+
+
+def section_cholesky_blocked():
+    for dtype in (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
+        A = spd((3,), 70, dtype)
+        A[1, 40, 40] = -1
+        _cholesky_blocked(dtype, A)
+
+
 def section_cholesky():
     # potrf / posv / cholesky: n around the fused designs' edges and the blocked panel
     # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
@@ -276,12 +296,12 @@ def section_cholesky():
         A = spd((3,), 70, dtype)
         A[1, 40, 40] = -1
         for s in bt.CHOLESKY_SETTINGS:
-            if s.register:
+            if s.register or s.design == "blocked":
                 continue
             for lower in (True, False):
-                bt.potrf(A if s.design == "blocked" or s.group_threads > 32 else A[:, :20, :20], lower=lower,
-                         setting=s)
+                bt.potrf(A if s.group_threads > 32 else A[:, :20, :20], lower=lower, setting=s)
                 checks += 1
+        _cholesky_blocked(dtype, A)
         mats = [spd((), int(m), dtype) for m in rng.integers(0, 40, 33)]
         bt.potrf(mats)
         bt.posv(bt.PointerBatch([spd((), 20, dtype) for _ in range(33)]), rand((33, 20), dtype))
@@ -591,7 +611,7 @@ SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, 
             "svd": section_svd, "gesvj": section_gesvj}
 # Parts of a section, for --only (not run by default: their section runs them).
 PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
-         "lu_pipeline": section_lu_pipeline}
+         "lu_pipeline": section_lu_pipeline, "cholesky_blocked": section_cholesky_blocked}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     (SECTIONS.get(name) or PARTS[name])()
