@@ -407,3 +407,16 @@ def test_numpy_full_from_triangle_ignores_the_other_triangle():
         for hermitian in (True, False):
             A, ref = triangle_with_nan(rng, 9, np.complex128, lower, hermitian)
             np.testing.assert_array_equal(ksymv_module.full_from_triangle(A, lower, hermitian), ref)
+
+
+def test_replays_apply_to_plain_cupy_calls_only():
+    """A NumPy call, an unhashable letter or a scalar that is not a Python number has no
+    replay key: those calls take the full path (the GPU replays: tests/test_plans.py)."""
+    from batched.kblas import _common as cm
+
+    A, x = np.eye(3), np.ones(3)
+    assert cm.replay_key(("gemv", str, "N", None), A, x, None, None, 1.0, 0.0) is None
+    assert cm.replay_key(("gemv", list, ["N"], None), A, x, None, None, 1.0, 0.0) is None
+    assert cm.replay_key(("gemv", str, "N", None), A, x, None, None, np.float64(1.0), 0.0) is None
+    assert cm.try_replay(None, A, x, None, None, 1.0, 0.0) is None
+    np.testing.assert_allclose(bt.kblas.gemv(A, x, trans=["N"][0]), x)
