@@ -159,14 +159,23 @@ def replay(plan, inputs, added, out, alpha, beta):
     scalars = plan.scalars(alpha, beta)
     if scalars is None:
         return None
+    target = replay_target(out, inputs, added, beta != 0, plan.shape, plan.dtype)
+    if target is not None:
+        plan.launch((*inputs, added, target), *scalars)
+    return target
+
+
+def replay_target(out, inputs, added, reads_added: bool, shape, dtype):
+    """The array a replay writes: ``out``, or a new (shape, dtype) one when it is None;
+    None when ``out`` overlaps the ``inputs``, or ``added`` where that is read
+    (``reads_added``) and ``out`` is not ``added`` itself: such a call needs a private
+    result, which only the full path makes."""
     import cupy
 
     if out is not None and (overlaps(cupy, out, inputs) or (
-            added is not None and beta != 0 and out is not added and overlaps(cupy, out, (added,)))):
+            added is not None and reads_added and out is not added and overlaps(cupy, out, (added,)))):
         return None
-    target = out if out is not None else cupy.empty(plan.shape, plan.dtype)
-    plan.launch((*inputs, added, target), *scalars)
-    return target
+    return out if out is not None else cupy.empty(shape, dtype)
 
 
 def clear() -> None:

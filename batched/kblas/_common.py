@@ -193,14 +193,12 @@ def try_replay(key, A, x, y, out, alpha, beta):
     scalars = plans.replay_scalars(recipe.dtype, zeros, alpha, beta)
     if scalars is None:
         return None
-    import cupy
+    target = plans.replay_target(out, (A, x), y, scalars[1] != 0, (recipe.rows,), recipe.dtype)
+    if target is not None:
+        import cupy
 
-    if out is not None and (overlaps(cupy, out, (A, x)) or (
-            y is not None and scalars[1] != 0 and out is not y and overlaps(cupy, out, (y,)))):
-        return None
-    target = out if out is not None else cupy.empty((recipe.rows,), recipe.dtype)
-    pointers = (A.data.ptr, x.data.ptr, y.data.ptr if y is not None else 0, target.data.ptr)
-    run(recipe, pointers, *scalars, cupy)
+        pointers = (A.data.ptr, x.data.ptr, y.data.ptr if y is not None else 0, target.data.ptr)
+        run(recipe, pointers, *scalars, cupy)
     return target
 
 
