@@ -298,6 +298,24 @@ def variable_shapes(draw, max_count: int = 12, max_dim: int = 40):
     return [(draw(st.integers(0, max_dim)), draw(st.integers(0, max_dim))) for _ in range(count)]
 
 
+# --- SYMV / HEMV ------------------------------------------------------------------
+
+
+def triangle_with_nan(rng, n, dtype, lower, hermitian):
+    """(stored matrix with NaN in the unread triangle, the full float64 reference).
+    A Hermitian input also carries garbage imaginary parts on its diagonal."""
+    dtype = np.dtype(dtype)
+    a = random_array(rng, (n, n), dtype)
+    mask = np.tril(np.ones((n, n), bool), -1) if lower else np.triu(np.ones((n, n), bool), 1)
+    wide = a.astype(np.complex128 if dtype.kind == "c" else np.float64)
+    strict = np.where(mask, wide, 0)
+    diag = np.diagonal(wide).real if hermitian else np.diagonal(wide)
+    full = strict + (strict.conj().T if hermitian else strict.T) + np.diag(diag)
+    stored = a.copy()
+    stored[~mask & ~np.eye(n, dtype=bool)] = np.nan
+    return stored, full
+
+
 # --- TRSV ----------------------------------------------------------------------
 
 # Triangular matrix kinds (MAGMA-tester style names).

@@ -21,7 +21,7 @@ from batched.kblas import KBLAS_SETTINGS, KblasSetting
 from batched.device_functions import registered
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np
 from residuals import gemv_error_ratio
-from strategies import random_array
+from strategies import random_array, triangle_with_nan
 
 kgemv_module = importlib.import_module("batched.kblas.gemv")
 ksymv_module = importlib.import_module("batched.kblas.symv")
@@ -56,21 +56,6 @@ def place(xp, a, order="F", offset=0):
         return parent[offset:offset + m, offset:offset + n]
     dev = xp.asarray(a)
     return xp.asfortranarray(dev) if order == "F" else xp.ascontiguousarray(dev)
-
-
-def triangle_with_nan(rng, n, dtype, lower, hermitian):
-    """(stored matrix with NaN in the unread triangle, the full float64 reference).
-    A Hermitian input also carries garbage imaginary parts on its diagonal."""
-    dtype = np.dtype(dtype)
-    a = random_array(rng, (n, n), dtype)
-    mask = np.tril(np.ones((n, n), bool), -1) if lower else np.triu(np.ones((n, n), bool), 1)
-    wide = a.astype(np.complex128 if dtype.kind == "c" else np.float64)
-    strict = np.where(mask, wide, 0)
-    diag = np.diagonal(wide).real if hermitian else np.diagonal(wide)
-    full = strict + (strict.conj().T if hermitian else strict.T) + np.diag(diag)
-    stored = a.copy()
-    stored[~mask & ~np.eye(n, dtype=bool)] = np.nan
-    return stored, full
 
 
 def call(routine, A, x, y=None, **kw):

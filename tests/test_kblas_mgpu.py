@@ -21,7 +21,7 @@ from batched.kblas.settings import KBLAS_SETTINGS, KblasSetting
 from batched.device_functions import registered
 from conftest import assert_unchanged, rng_for, snapshot, to_np
 from residuals import gemv_error_ratio
-from strategies import random_array
+from strategies import random_array, triangle_with_nan
 
 THRESHOLD = 30
 DTYPES = tuple(np.dtype(d) for d in (np.float32, np.float64, np.complex64, np.complex128))
@@ -51,20 +51,6 @@ def two_gpus(fn):
 
 def wide(a):
     return np.asarray(a).astype(np.complex128 if np.asarray(a).dtype.kind == "c" else np.float64)
-
-
-def triangle_case(rng, n, dtype, lower, hermitian):
-    """(stored matrix with NaN in the unread triangle and a garbage imaginary
-    diagonal for HEMV, the full float64/complex128 reference)."""
-    a = random_array(rng, (n, n), dtype)
-    mask = np.tril(np.ones((n, n), bool), -1) if lower else np.triu(np.ones((n, n), bool), 1)
-    w = wide(a)
-    strict = np.where(mask, w, 0)
-    diag = np.diagonal(w).real if hermitian else np.diagonal(w)
-    full = strict + (strict.conj().T if hermitian else strict.T) + np.diag(diag)
-    stored = a.copy()
-    stored[~mask & ~np.eye(n, dtype=bool)] = np.nan
-    return stored, full
 
 
 # --- the layout (pure bookkeeping) ------------------------------------------------------
@@ -216,7 +202,7 @@ def test_gemv_distributed_against_numpy(dtype, trans, k, shape, nb):
 @pytest.mark.parametrize("n,nb", [(1, 1), (7, 3), (33, 4), (48, 16), (50, 64)])
 def test_symv_hemv_distributed_one_triangle(routine, dtype, lower, k, n, nb):
     rng = rng_for("msymv", routine, str(dtype), lower, k, n, nb)
-    A, full = triangle_case(rng, n, dtype, lower, routine == "hemv" and dtype.kind == "c")
+    A, full = triangle_with_nan(rng, n, dtype, lower, routine == "hemv" and dtype.kind == "c")
     x, y = random_array(rng, (n,), dtype), random_array(rng, (n,), dtype)
     D = distribute(A, devices=k, nb=nb)
     out = np.full(n, np.nan, dtype)
@@ -234,7 +220,7 @@ def test_scalar_rules(routine, alpha, beta):
         A = random_array(rng, (n, n + 4), dtype)
         full, kw, inner = A, {"trans": "N"}, n + 4
     else:
-        A, full = triangle_case(rng, n, dtype, True, routine == "hemv")
+        A, full = triangle_with_nan(rng, n, dtype, True, routine == "hemv")
         kw, inner = {"lower": True}, n
     x = random_array(rng, (inner,), dtype)
     D = distribute(A, devices=3, nb=4)
@@ -259,7 +245,7 @@ def test_strided_vectors_in_place_update_and_mixed_precision():
     res = gemv(D, x, y, alpha=2.0, beta=1.0, out=y)  # BLAS's in-place update
     assert res is y
     assert gemv_error_ratio(res, A, x, y0, 2.0, 1.0, "N") < THRESHOLD
-    S, full = triangle_case(rng, 30, np.float32, True, False)
+    S, full = triangle_with_nan(rng, 30, np.float32, True, False)
     Ds = distribute(S, devices=2, nb=4)
     x64 = random_array(rng, (30,), np.float64)
     r = symv(Ds, x64)  # float32 matrix, float64 x: promotes like numpy.result_type
@@ -346,14 +332,14 @@ def _close_to_single(got, single, mag, n, dtype):
 
 def mgpu_operands(rng, routine, trans, n, dtype):
     """(A, its full matrix, the routine's keywords, x, y) of a GPU case: GEMV an n x (n +
-    37) matrix, SYMV/HEMV an order-n triangle_case (`trans` 'L' or 'U' the triangle)."""
+    37) matrix, SYMV/HEMV an order-n triangle_with_nan (`trans` 'L' or 'U' the triangle)."""
     herm = routine == "hemv" and dtype.kind == "c"
     if routine == "gemv":
         A = random_array(rng, (n, n + 37), dtype)
         full, kw = A, {"trans": trans}
         rows, inner = (n, n + 37) if trans == "N" else (n + 37, n)
     else:
-        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
+        A, full = triangle_with_nan(rng, n, dtype, trans == "L", herm)
         kw, rows, inner = {"lower": trans == "L"}, n, n
     return A, full, kw, random_array(rng, (inner,), dtype), random_array(rng, (rows,), dtype)
 
@@ -533,7 +519,7 @@ def test_gpu_reduction_scalars_and_y(routine, trans, dtype):
         A = random_array(rng, (n, n), dtype)
         full, kw, op = A, {"trans": trans}, trans
     else:
-        A, full = triangle_case(rng, n, dtype, trans == "L", herm)
+        A, full = triangle_with_nan(rng, n, dtype, trans == "L", herm)
         kw, op = {"lower": trans == "L"}, "N"
     D = distribute(A, devices=devices, nb=32)
     x = random_array(rng, (n,), dtype)
