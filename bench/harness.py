@@ -366,8 +366,7 @@ def settle(devices=None) -> None:
     case's first timing."""
     cp = _cupy()
     for d in (devices if devices is not None else [cp.cuda.Device().id]):
-        with cp.cuda.Device(d):
-            cp.cuda.Device(d).synchronize()
+        cp.cuda.Device(d).synchronize()
     time.sleep(SETTLE_S)
 
 

@@ -7,8 +7,9 @@ out-of-bounds access is caught at the allocation's edge.  Cases: batch 1 and
 start one element into a buffer); beta = 0 with an uninitialized y; every
 registered setting forced once; the three layouts.  ``--only=blas,trsv,cholesky``
 runs some sections (default all), each followed by a synchronize and a line; the LU
-section's parts (``lu_tiles``, ``lu_regs``, ``lu_blocks``, ``lu_pipeline``) run alone
-the same way, for racecheck within one device call.
+section's parts (``lu_tiles``, ``lu_regs``, ``lu_blocks``, ``lu_pipeline``) and the
+Cholesky section's blocked settings (``cholesky_blocked``) run alone the same way, for
+racecheck within one device call.
 """
 
 import sys
@@ -255,6 +256,19 @@ def spd(batch, n, dtype):
     return X @ X.conj().swapaxes(-1, -2) + n * cp.eye(n, dtype=dtype)
 
 
+def _cholesky_dtypes():
+    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
+    # and b's element beside each pivot row)
+    return (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+
+
+def _failing_spd(dtype):
+    """Three 70 x 70 Hermitian positive definite matrices, the second not (column 41)."""
+    A = spd((3,), 70, dtype)
+    A[1, 40, 40] = -1
+    return A
+
+
 def _cholesky_blocked(dtype, A):
     # the blocked settings on A (3 x 70 x 70, the second failing at column 41) and on
     # 200 x 200 (trailing updates with more tiles than warps), both triangles
@@ -269,10 +283,8 @@ def _cholesky_blocked(dtype, A):
 
 
 def section_cholesky_blocked():
-    for dtype in (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES:
-        A = spd((3,), 70, dtype)
-        A[1, 40, 40] = -1
-        _cholesky_blocked(dtype, A)
+    for dtype in _cholesky_dtypes():
+        _cholesky_blocked(dtype, _failing_spd(dtype))
 
 
 def section_cholesky():
@@ -280,10 +292,7 @@ def section_cholesky():
     # (32); batch 1 and 65,537; both triangles; a failing matrix (its solve copies B);
     # every setting forced where it fits; lists.
     global checks
-    # (racecheck: float64 too, for the rows design's real-only paths: the staged copy into U
-    # and b's element beside each pivot row)
-    dtypes = (np.float64, np.complex128) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
-    for dtype in dtypes:
+    for dtype in _cholesky_dtypes():
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
                 if batch > 1 and n not in (1, 33):
@@ -293,8 +302,7 @@ def section_cholesky():
                     bt.potrf(A, lower=lower)
                     bt.posv(A, rand((batch, n), dtype), lower=lower)
                     checks += 2
-        A = spd((3,), 70, dtype)
-        A[1, 40, 40] = -1
+        A = _failing_spd(dtype)
         for s in bt.CHOLESKY_SETTINGS:
             if s.register or s.design == "blocked":
                 continue
