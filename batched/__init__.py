@@ -37,7 +37,7 @@ from .gemv import gemv
 from .settings import GEMM_SETTINGS, GEMV_SETTINGS, GemmSetting, GemvSetting
 from . import kblas  # noqa: E402  (after gemv: its CPU backend reuses batched.gemv)
 from .vector import VECTOR_SETTINGS, VectorSetting, asum, axpy, dot, dotc, iamax, nrm2, scal
-from .factorizations.settings import TRSV_SETTINGS, TrsvSetting
+from .factorizations.settings import TRSV_SETTINGS, TrsvSetting, pipelined_trsv_setting
 from .factorizations.trsv import solve_triangular, trsv
 from .factorizations.lu_settings import LU_SETTINGS, LuSetting
 from .factorizations.lu import gesv, getrf, getrs, inv, lu_factor, lu_solve, solve
@@ -63,7 +63,7 @@ __version__ = "0.1.0"
 
 __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "PointerBatch",
            "SUPPORTED_DTYPES", "VariableBatch", "gemm", "gemv", "gpu_available",
-           "TRSV_SETTINGS", "TrsvSetting", "solve_triangular", "trsv",
+           "TRSV_SETTINGS", "TrsvSetting", "pipelined_trsv_setting", "solve_triangular", "trsv",
            "VECTOR_SETTINGS", "VectorSetting", "asum", "axpy", "dot", "dotc", "iamax", "kblas", "nrm2",
            "scal",
            "CHOLESKY_SETTINGS", "CholeskySetting", "cho_factor", "cho_solve", "cholesky", "posv", "potrf",

@@ -175,4 +175,29 @@ __device__ __forceinline__ T butterfly_sum(T v, unsigned mask) {
   return v;
 }
 
+// One stage of warp_transpose32 at lane distance H (then H / 2, ..): lanes l and l ^ H
+// swap the entries whose index differs from the lane in bit H.  A template recursion,
+// so that every index into v is a constant (a loop over the stages, h /= 2, was left
+// rolled in a first version, v[k + h] indexed at run time and v put on the stack).
+template <int H, typename T> __device__ __forceinline__ void transpose_stage(T (&v)[32], int lane) {
+  if constexpr (H >= 1) {
+    const bool high = lane & H;
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+      if (k & H) continue;
+      const T recv = shfl_xor(high ? v[k] : v[k + H], H, 0xffffffffu);
+      v[k] = high ? recv : v[k];
+      v[k + H] = high ? v[k + H] : recv;
+    }
+    transpose_stage<H / 2, T>(v, lane);
+  }
+}
+
+// Transpose a 32 x 32 tile held a row a lane (v[c] = M(lane, c)) into a column a lane
+// (v[r] = M(r, lane)), and back: 5 stages of 16 exchanges.  The pipelined TRSV's
+// diagonal tile for a transposing op: loaded coalesced a column a lane, solved a row a lane.
+template <typename T> __device__ __forceinline__ void warp_transpose32(T (&v)[32], int lane) {
+  transpose_stage<16, T>(v, lane);
+}
+
 }  // namespace bdf

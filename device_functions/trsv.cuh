@@ -99,11 +99,21 @@ __device__ __forceinline__ T op_element(const T* A, long long lda, int op, int i
 //           H100 and the warps designs' solves of 128 unknowns a third of the kernel.
 // Failure:  none: a zero diagonal divides by zero (callers scan for it first, see
 //           first_zero_diagonal); NaN/Inf propagate as in LAPACK.
+template <typename T, int W> struct TrsvTileRow {
+  T m[W];  // m[s]: op(A)(row, row of the s-th unknown) for s < lane, divided by the diagonal; else 0
+  PivotScale<T> pivot;  // the row's diagonal entry (1 for `unit` and lanes >= nb)
+};
+
+// bdf::trsv_tile_load / bdf::trsv_tile_chain: the two halves of trsv_tile_regs, for a
+// caller that loads its tile before its unknown is complete (the pipelined TRSV design
+// loads the diagonal tile while it waits for the other tiles' updates).  The load
+// divides the row by its diagonal, and yi with it when the caller passes it (`ready`,
+// one branch on the rule for both: trsv_tile_regs, whose single tile ran 11 % slower
+// for double 32 x 32 with yi divided apart); the chain divides yi unless `ready` did,
+// and solves.
 template <typename T, int W>
-__device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, long long lda, int op, bool forward,
-                                               bool unit, T& yi) {
-  static_assert(W >= 1 && W <= 32 && (W & (W - 1)) == 0, "a tile is solved by a power-of-two lane group");
-  const unsigned mask = ThreadGroup<W>(lane).lanes();
+__device__ __forceinline__ void trsv_tile_load(int lane, int nb, const T* A, long long lda, int op, bool forward,
+                                               bool unit, TrsvTileRow<T, W>& r, T* ready = nullptr) {
   const int row = forward ? lane : nb - 1 - lane;  // the row of op(A) this lane owns
   const bool mine = lane < nb;
   // op(A)(row, col) = conj?(rowp[col * cs]); the s-th unknown's column is s (forward) or
@@ -114,22 +124,40 @@ __device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, lon
   const T* rowp = A + (op_transposes(op) ? (long long)row * lda : (long long)row);
   const long long step = forward ? cs : -cs;
   const T* p = forward ? rowp : rowp + (long long)(nb - 1) * cs;
-  T m[W];  // m[s]: op(A)(row, row of the s-th unknown), for the unknowns solved before this one
   T d = T(1);
 #pragma unroll
   for (int s = 0; s < W; ++s) {
-    m[s] = T(0);
-    if (mine && s < lane) m[s] = conj_if(p[s * step], cj);
+    r.m[s] = T(0);
+    if (mine && s < lane) r.m[s] = conj_if(p[s * step], cj);
   }
   if (mine && !unit) d = conj_if(rowp[(long long)row * cs], cj);
-  if (!unit) pivot_scale_row(PivotScale<T>(d), m, -1, &yi);  // the lane's row and unknown, before the chain
+  if (!unit) {  // (r.pivot is not used for a unit diagonal)
+    r.pivot = PivotScale<T>(d);
+    pivot_scale_row(r.pivot, r.m, -1, ready);
+  }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void trsv_tile_chain(int lane, int nb, bool unit, const TrsvTileRow<T, W>& r, T& yi,
+                                                bool divided = false) {
+  const unsigned mask = ThreadGroup<W>(lane).lanes();
+  if (!unit && !divided) yi = r.pivot(yi);
   // lane s holds x_s when its turn comes: one shuffle and one multiply-add a step
 #pragma unroll
   for (int s = 0; s < W; ++s) {
     if (s >= nb) break;  // uniform over the lanes
     const T ys = shfl_from(yi, s, mask, W);
-    if (lane > s) yi -= m[s] * ys;
+    if (lane > s) yi -= r.m[s] * ys;
   }
+}
+
+template <typename T, int W>
+__device__ __forceinline__ void trsv_tile_regs(int lane, int nb, const T* A, long long lda, int op, bool forward,
+                                               bool unit, T& yi) {
+  static_assert(W >= 1 && W <= 32 && (W & (W - 1)) == 0, "a tile is solved by a power-of-two lane group");
+  TrsvTileRow<T, W> r;
+  trsv_tile_load<T, W>(lane, nb, A, lda, op, forward, unit, r, &yi);
+  trsv_tile_chain<T, W>(lane, nb, unit, r, yi, true);
 }
 
 // bdf::trsv_tile: trsv_tile_regs on y in memory (shared or global).

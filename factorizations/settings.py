@@ -6,6 +6,8 @@ threads per (matrix, right-hand side) -- the shape of the GEMV updates -- and
 so shared memory grows with n) or the cap of the recursive design (x kept in
 the output, at most ``window`` unknowns in shared memory at a time, MAGMA's 256).
 Diagonal tiles are min(DIM_X * DIM_Y, 32) wide, solved by one warp.
+``pipelined`` (with DIM_X = 32) is the pipelined design instead: DIM_Y warps a
+matrix, one 32-unknown tile a warp, rounds of DIM_Y tiles (trsv_pipeline_kernel).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks 
 
 @dataclass(frozen=True)
 class TrsvSetting:
-    """DIM_X x DIM_Y threads per solve; ``window`` 0 = blocked, > 0 = recursive with that cap."""
+    """DIM_X x DIM_Y threads per solve; ``window`` 0 = blocked, > 0 = recursive with that
+    cap; ``pipelined``: a warp per 32-unknown tile (DIM_X = 32, window 0)."""
 
     dim_x: int
     dim_y: int
     window: int = 0
+    pipelined: bool = False
 
     @property
     def group_threads(self) -> int:
@@ -48,7 +52,7 @@ class TrsvSetting:
         """Does a launch with matrices up to n_max take the single-tile kernel
         (trsv_tile_kernel<..., W = group_threads>: the tile in registers, no shared
         memory)?  A group of at most 32 lanes, the blocked design, n_max <= the group."""
-        return self.group_threads <= 32 and not self.window and n_max <= self.group_threads
+        return self.group_threads <= 32 and not self.window and not self.pipelined and n_max <= self.group_threads
 
     def xlen(self, n_max: int) -> int:
         """Unknowns a group keeps in shared memory."""
@@ -56,14 +60,14 @@ class TrsvSetting:
 
     def group_bytes(self, n_max: int, itemsize: int) -> int:
         """Shared memory of one group; the same sum as trsv_kernel's ``group_bytes``."""
-        work = self.group_threads * GEMV_UNROLL if self.group_threads > 32 else 0
+        work = self.group_threads * GEMV_UNROLL if self.group_threads > 32 and not self.pipelined else 0
         return -(-((self.xlen(n_max) + work) * itemsize + 4) // 16) * 16
 
     def template_args(self) -> str:
-        return f"{self.dim_x}, {self.dim_y}, {self.window}"
+        return str(self.dim_y) if self.pipelined else f"{self.dim_x}, {self.dim_y}, {self.window}"
 
     def __str__(self) -> str:
-        kind = f"rec{self.window}" if self.window else "blocked"
+        kind = f"rec{self.window}" if self.window else "pipe" if self.pipelined else "blocked"
         return f"trsv{self.dim_x}x{self.dim_y}{kind}"
 
 
@@ -75,7 +79,33 @@ TRSV_SETTINGS = (
     TrsvSetting(32, 1), TrsvSetting(8, 4),
     # four warps per solve: blocked, and the recursive design with MAGMA's cap of 256
     TrsvSetting(32, 4), TrsvSetting(32, 4, window=256), TrsvSetting(32, 8, window=256),
+    # a warp per 32-unknown tile, 2, 4 or 8 tiles a round
+    TrsvSetting(32, 2, pipelined=True), TrsvSetting(32, 4, pipelined=True), TrsvSetting(32, 8, pipelined=True),
 )
+
+
+# The pipelined design's measured range (session 33; A/B on an H100, C-ordered DTRSV and
+# STRSV): (transposed, 8-byte or wider elements) -> (first n where it beat the one-warp
+# designs, ((largest n, warps a round), ...)).
+_PIPELINED_RANGE = {
+    (False, True): (33, ((256, 2), (384, 4), (1024, 8))),
+    (False, False): (65, ((384, 4), (1024, 8))),
+    (True, True): (65, ((128, 4), (256, 2), (384, 4), (1024, 8))),
+    (True, False): (193, ((384, 4), (1024, 8))),
+}
+
+
+def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 8) -> TrsvSetting | None:
+    """The pipelined setting measured fastest for the largest n of a batch, or None where
+    the one-warp designs won or n > 1024 (not measured): the chooser it would take as
+    the default (see choose_trsv_setting; bench/trsv.py times it beside the default)."""
+    first, table = _PIPELINED_RANGE[(bool(transposed), itemsize >= 8)]
+    if n < first:
+        return None
+    for largest, warps in table:
+        if n <= largest:
+            return TrsvSetting(32, warps, pipelined=True)
+    return None
 
 
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
@@ -100,6 +130,13 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     (double 1024: 297 us against 300) and four warps blocked to 1024 for float (238
     against 281).  Complex types follow their element size (not measured).
     ``count`` and ``multiprocessors`` are not used yet.
+
+    The pipelined design (TrsvSetting(32, W, pipelined=True)) is not a default yet:
+    measured faster from 33-193 unknowns to 1024 (double 256 'T' on C-ordered batches
+    57 us against 84, 'N' 68 against 100, 512 58-82 against 116-123; docs/design.md),
+    but two device runs of the LU, Cholesky and QR GPU tests with it as the default of
+    their triangular solves each had one failure, not named in that session (session
+    33).  The chooser it would take: pipelined_trsv_setting.
     """
     for s in TRSV_SETTINGS[:3]:
         if n <= s.group_threads:

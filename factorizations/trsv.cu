@@ -14,6 +14,8 @@
 // A matrix of at most 32 unknowns solved by a group of W >= n lanes takes
 // trsv_tile_kernel instead: the tile in registers (bdf::trsv_tile_regs), no shared
 // memory, no barrier, b read straight into each lane's unknown.
+// The pipelined design (trsv_pipeline_kernel) gives each 32-unknown tile its own warp,
+// so that the loads of a tile's row of op(A) wait on nothing but the issue slot.
 #include "common.cuh"
 #include "gemv.cuh"
 #include "layouts.cuh"
@@ -154,5 +156,160 @@ trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* in
     }
     bdf::trsv_tile_regs<T, W>(g.rank, n, a, lda, op, forward, unit, yi);
     if (g.rank < n) xv[row * X.inc] = yi;
+  }
+}
+
+// Pipelined design (TrsvSetting(32, W, pipelined=True)): one block of W warps per work
+// item.  The tiles of 32 unknowns in solve order are dealt to the warps in rounds of W
+// (tile r0 + w to warp w); in a round every warp
+//   1. loads its diagonal tile's rows (bdf::trsv_tile_load) and its unknowns from B,
+//   2. subtracts op(A)(its rows, s) x_s for every solved unknown s, CH columns at a time,
+//      each chunk's loads issued before the wait for the tile that solves its x's (named
+//      barrier 1 + k - r0 for tile k of the round; earlier rounds' x's are all there),
+//   3. solves its tile (bdf::trsv_tile_chain), publishes it in sx and signals its barrier.
+// Why: with one warp per matrix (the 8 x 4 design) a 256-unknown double matrix keeps
+// one warp's loads in flight, and the batch of 512 such matrices 4 warps an SM; here the
+// rows' loads of every tile of the matrix are in flight while the chain of diagonal
+// solves runs, and only the multiply-adds of one chunk wait for it.
+// Barriers: both sides bar.sync (a producer has nothing left to do in its round, and
+// racecheck orders the shared accesses by barriers every participant syncs on); the
+// count is the producer and the warps of the round's later tiles.  A round ends with
+// __syncthreads, so barrier ids are reused only once every participant has passed.
+template <typename T, int CH, int RT>
+__device__ __forceinline__ void trsv_pipeline_tile(int lane, int t, int r0, int last, int n, const T* a,
+                                                   long long lda, int op, bool forward, bool unit, const T* bv,
+                                                   long long incb, T* xv, long long incx, T* sx) {
+  const int p0 = 32 * t, nb = min(32, n - p0);  // solve positions [p0, p0 + nb)
+  const int r_lo = forward ? p0 : n - p0 - nb;  // the tile's first row (of the stored view)
+  const bool mine = lane < nb;
+  const int row = forward ? p0 + lane : n - 1 - p0 - lane;
+  const bool cj = bdf::op_conjugates(op);
+  bdf::TrsvTileRow<T, 32> diag;
+  if (bdf::op_transposes(op) && !bdf::is_complex_v<T>) {  // complex: registers (a 304-byte stack for complex64)
+    // A transposing op's rows are stored columns: a lane reading its row touched a line a
+    // lane per load.  Instead lane j loads column j of the tile (coalesced; only the
+    // stored triangle, strictly below the diagonal in solve order) and the warp
+    // transposes it (warp_transpose32); the diagonal entry is one load a lane.
+    T v[32];
+    const long long rstep = forward ? lda : -lda;
+    const T* q = a + (forward ? p0 + lane : n - 1 - p0 - lane) + (long long)(forward ? p0 : n - 1 - p0) * lda;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) v[i] = i < nb && lane < i ? bdf::conj_if(q[i * rstep], cj) : T(0);
+    bdf::warp_transpose32(v, lane);
+#pragma unroll
+    for (int s = 0; s < 32; ++s) diag.m[s] = v[s];
+    const T d = mine && !unit ? bdf::conj_if(a[row + (long long)row * lda], cj) : T(1);
+    diag.pivot = bdf::PivotScale<T>(d);
+    if (!unit) bdf::pivot_scale_row(diag.pivot, diag.m, -1);
+  } else {
+    bdf::trsv_tile_load<T, 32>(lane, nb, a + r_lo + (long long)r_lo * lda, lda, op, forward, unit, diag);
+  }
+  T yi = mine ? bv[row * incb] : T(0);
+  auto wait_for = [&](int k) {  // tile k of this round: wait for its x's
+    if (k >= r0) asm volatile("bar.sync %0, %1;" ::"r"(1 + k - r0), "r"(32 * (last - k + 1)) : "memory");
+  };
+  if (bdf::op_transposes(op)) {
+    // Lane j owns column j of each solved tile: op(A)(row_i, col_j) = a[col_j + row_i lda]
+    // is coalesced over the lanes (a lane walking its own row read a line a lane per load:
+    // 0.9 TB/s for float 256 against 2.3 for the other op).  Each lane multiplies its
+    // column by its x_j, then the warp reduce-scatters the RT row sums of a chunk
+    // (bdf::group_sum_scatter: 31 shuffles for 32 rows, against 32 x 5 for butterflies).
+    const long long rstep = forward ? lda : -lda;  // from row i to row i + 1 of the tile
+    const T* q = a + (long long)(forward ? p0 : n - 1 - p0) * lda;
+    for (int k = 0; k < t; ++k) {
+      const int col = forward ? 32 * k + lane : n - 1 - 32 * k - lane;
+      T xj = T(0);
+#pragma unroll
+      for (int h = 0; h < 32; h += RT) {
+        T v[RT];
+#pragma unroll
+        for (int i = 0; i < RT; ++i) v[i] = h + i < nb ? bdf::conj_if(q[col + (h + i) * rstep], cj) : T(0);
+        if (h == 0) {
+          wait_for(k);
+          xj = sx[32 * k + lane];
+        }
+#pragma unroll
+        for (int i = 0; i < RT; ++i) v[i] *= xj;
+        // lane l: row h + first's sum (first = l for RT = 32, l / 2 for RT = 16)
+        const int first = bdf::group_sum_scatter<RT, 32>(v, lane);
+        const T r = RT == 32 ? v[0] : bdf::shfl_from(v[0], (2 * (lane - h)) & 31, 0xffffffffu, 32);
+        if (RT == 32 ? h + first == lane : lane >= h && lane < h + RT) yi -= r;
+      }
+    }
+  } else {
+    // Lane i owns row i: op(A)(row, column of the unknown at solve position s) =
+    // conj?(p[s * step]), coalesced over the lanes; x_s read by broadcast.
+    const long long cs = lda;
+    const int own = mine ? row : r_lo;  // a lane past nb reads a row of the tile: in bounds, unused
+    const long long step = forward ? cs : -cs;
+    const T* p = a + own + (forward ? 0 : (long long)(n - 1) * cs);
+    T acc0 = T(0), acc1 = T(0);
+    for (int s0 = 0; s0 < p0; s0 += CH) {
+      T v[CH];
+#pragma unroll
+      for (int j = 0; j < CH; ++j) v[j] = bdf::conj_if(p[(s0 + j) * step], cj);
+      if (s0 % 32 == 0) wait_for(s0 / 32);
+#pragma unroll
+      for (int j = 0; j < CH; j += 2) {
+        acc0 += v[j] * sx[s0 + j];
+        acc1 += v[j + 1] * sx[s0 + j + 1];
+      }
+    }
+    yi -= acc0 + acc1;
+  }
+  bdf::trsv_tile_chain<T, 32>(lane, nb, unit, diag, yi);
+  if (mine) {
+    sx[p0 + lane] = yi;
+    xv[row * incx] = yi;
+  }
+  if (t < last) asm volatile("bar.sync %0, %1;" ::"r"(1 + t - r0), "r"(32 * (last - t + 1)) : "memory");
+}
+
+// The same arguments as trsv_kernel; xlen = the largest n of the launch (sx holds a
+// whole solution).  One work item per block at a time.
+// Real types: at most 170 registers (12 warps an SM's worth: 6 blocks of 2 warps, 3 of
+// 4, 1 of 8).  Left to itself ptxas took 168 or 195 for double as the rest of the
+// function changed, and at 195 four-warp blocks fit 2 an SM instead of 3 (DTRSV LN 128:
+// 104 us against 76).  Complex types spilled under the cap (1.5 KB a thread for
+// complex128): no cap.
+template <class MatA> __host__ __device__ constexpr int trsv_pipeline_min_blocks(int warps) {
+  return bdf::is_complex_v<typename MatA::value_type> ? 1 : 12 / warps;
+}
+
+template <class MatA, class Vec, int W>
+__global__ void __launch_bounds__(32 * W, trsv_pipeline_min_blocks<MatA>(W))
+trsv_pipeline_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags,
+                     long long count, int nrhs, int xlen) {
+  static_assert(W >= 2 && W <= 16, "named barriers 1 .. W - 1 (of 15)");
+  using T = typename MatA::value_type;
+  // Elements a lane loads ahead of a wait: a whole row (CH, lane per row) or column (RT,
+  // lane per column) of a tile, half of one for 16-byte types (registers).
+  constexpr int CH = sizeof(T) > 8 ? 16 : 32, RT = CH;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sx = reinterpret_cast<T*>(smem);  // the solution in solve order
+  int* flag = reinterpret_cast<int*>(sx + xlen);
+  const bdf::ThreadGroup<32 * W> g(threadIdx.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
+  const int op = (flags >> 4) & 3;
+  const bool forward = bdf::trsv_forward(flags & TRSV_LOWER, op);
+  const long long items = count * nrhs;
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
+    if (check) {
+      const int zero = unit ? 0 : bdf::first_zero_diagonal(g, n, a, lda, flag);
+      if (c == 0 && g.rank == 0) info[b] = zero;
+      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
+        for (int i = g.rank; i < n; i += 32 * W) xv[i * X.inc] = bv[i * B.inc];
+        continue;  // uniform over the block
+      }
+    }
+    const int tiles = (n + 31) / 32;
+    for (int r0 = 0; r0 < tiles; r0 += W) {
+      const int t = r0 + warp, last = min(tiles, r0 + W) - 1;
+      if (t <= last)
+        trsv_pipeline_tile<T, CH, RT>(lane, t, r0, last, n, a, lda, op, forward, unit, bv, B.inc, xv, X.inc, sx);
+      __syncthreads();  // the round's unknowns are in sx and its barriers are complete
+    }
   }
 }

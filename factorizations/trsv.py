@@ -29,7 +29,8 @@ _LOWER, _UNIT, _CHECK = 1, 2, 4
 
 def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
-    return (f"trsv_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
+    kernel = "trsv_pipeline_kernel" if setting.pipelined else "trsv_kernel"
+    return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
             f"{setting.template_args()}>")
 
 

@@ -445,6 +445,21 @@ def test_chooser_picks_registered_settings_and_designs():
     assert trsv_module.TILE_LANES == [4, 8, 16, 32]
 
 
+def test_pipelined_choice_is_registered_and_measured_range_only():
+    """bt.pipelined_trsv_setting: a registered pipelined setting from 33 (8-byte, not
+    transposed), 65 (float not transposed, 8-byte transposed) or 193 (float transposed)
+    to 1024, eight warps a round past 384; None elsewhere."""
+    for n, transposed, itemsize in itertools.product((*TRSV_EDGES, *GPU_EDGES, 1024, 1025, 5000),
+                                                     (False, True), (4, 8, 16)):
+        s = bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
+        wide = itemsize >= 8
+        first = (33 if wide else 65) if not transposed else (65 if wide else 193)
+        assert (s is not None) == (first <= n <= 1024), (n, transposed, itemsize, s)
+        if s is not None:
+            assert s in TRSV_SETTINGS and s.pipelined and (s.dim_y == 8) == (n > 384), (n, s)
+            assert plan_trsv(s, n, itemsize, 1000, 227 * 1024).block == 32 * s.dim_y
+
+
 @pytest.mark.parametrize("setting", TRSV_SETTINGS, ids=str)
 def test_plan_fits_shared_memory(setting):
     limit = 227 * 1024

@@ -216,6 +216,17 @@ def section_trsv():
             for lower, trans in ((True, "N"), (False, "T")):
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
+        # the pipelined design in a real type too (a transposing op's diagonal tile goes
+        # through warp_transpose32 only there): 100 unknowns, 4 tiles in rounds of 2, 4
+        # and 8 warps (idle warps), both ops, a zero diagonal on the check path
+        P = rand((3, 100, 100), np.float64) + 200 * cp.eye(100)
+        P[2, 40, 40] = 0
+        for s in bt.TRSV_SETTINGS:
+            if s.pipelined and dtype == trsv_dtypes[0]:
+                for lower, trans in ((True, "N"), (False, "N"), (True, "T")):
+                    bt.solve_triangular(P, rand((3, 100), np.float64), lower=lower, trans=trans, check=False,
+                                        setting=s)
+                    checks += 1
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
         T[1, 5, 5] = 0
