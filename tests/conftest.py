@@ -7,6 +7,7 @@ pyproject.toml) and is skipped, with its reason, where CuPy sees no device.
 
 from __future__ import annotations
 
+import os
 import sys
 import zlib
 from pathlib import Path
@@ -24,6 +25,22 @@ HAVE_GPU = batched.gpu_available()
 
 #: Apply to a test that only makes sense on a GPU (e.g. mixing devices).
 requires_gpu = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason=NO_GPU_REASON)]
+
+
+# BATCHED_FAILURE_LOG=PATH: each failing test's id and the last line of its report are
+# appended to PATH as it fails (tools/device_check.sh sets it).  Why: under pytest-xdist
+# the names of failures are printed only at the end of the run, and a device step that
+# hits its time limit is killed first (session 33 lost the name of a failure that way,
+# twice).  Written by the controlling process, which receives every worker's reports
+# (a worker, PYTEST_XDIST_WORKER set, would write each line a second time).
+FAILURE_LOG = None if os.environ.get("PYTEST_XDIST_WORKER") else os.environ.get("BATCHED_FAILURE_LOG")
+
+
+def pytest_runtest_logreport(report):
+    if FAILURE_LOG and report.failed:
+        last = str(report.longrepr).strip().splitlines()[-1:] if report.longrepr else []
+        with open(FAILURE_LOG, "a") as f:
+            f.write(f"{report.nodeid} [{report.when}] {' '.join(last)}\n")
 
 
 def _cupy():

@@ -7,7 +7,8 @@
 #
 # warm            compile every kernel instantiation into CuPy's cache (16 processes)
 # warm:F,G        only those of the sources F, G (e.g. warm:lu,cholesky)
-# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py (BATCHED_EXAMPLES=N: hypothesis examples;
+# tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py, failures named as they happen in
+#                 failures_A_B.txt (BATCHED_EXAMPLES=N: hypothesis examples;
 #                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300;
 #                 TESTS_K=EXPR: only tests matching pytest's -k EXPR)
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
@@ -50,8 +51,12 @@ for arg in "$@"; do
     tests)
       files=$(echo "$what" | tr ',' '\n' | sed 's|.*|tests/test_&.py|' | tr '\n' ' ')
       # shellcheck disable=SC2086
-      step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} $files
-      grep -m12 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log" ;;
+      # failures are named in failures_*.txt as they happen (tests/conftest.py), even when
+      # the step is killed at its limit before pytest's summary
+      BATCHED_FAILURE_LOG="$OUT/failures_${what//,/_}.txt" \
+        step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} $files
+      grep -m12 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log"
+      if [ -s "$OUT/failures_${what//,/_}.txt" ]; then head -12 "$OUT/failures_${what//,/_}.txt"; fi ;;
     sanitize)
       step "memcheck_${what//,/_}" "${LIMIT:-200}" compute-sanitizer --tool memcheck --error-exitcode 1 \
         python3 tools/sanitize.py --quick "--only=$what"
