@@ -111,6 +111,17 @@ template <typename T, int W> struct TrsvTileRow {
 // one branch on the rule for both: trsv_tile_regs, whose single tile ran 11 % slower
 // for double 32 x 32 with yi divided apart); the chain divides yi unless `ready` did,
 // and solves.
+// The end of a row's load: the pivot rule of its diagonal entry d, and the row (and yi
+// when `ready`) divided by it; nothing for a unit diagonal (r.pivot is then not used).
+// trsv_tile_load's, and the pipelined TRSV's for a row it loads another way.
+template <typename T, int W>
+__device__ __forceinline__ void trsv_tile_divide(TrsvTileRow<T, W>& r, T d, bool unit, T* ready = nullptr) {
+  if (!unit) {
+    r.pivot = PivotScale<T>(d);
+    pivot_scale_row(r.pivot, r.m, -1, ready);
+  }
+}
+
 template <typename T, int W>
 __device__ __forceinline__ void trsv_tile_load(int lane, int nb, const T* A, long long lda, int op, bool forward,
                                                bool unit, TrsvTileRow<T, W>& r, T* ready = nullptr) {
@@ -131,10 +142,7 @@ __device__ __forceinline__ void trsv_tile_load(int lane, int nb, const T* A, lon
     if (mine && s < lane) r.m[s] = conj_if(p[s * step], cj);
   }
   if (mine && !unit) d = conj_if(rowp[(long long)row * cs], cj);
-  if (!unit) {  // (r.pivot is not used for a unit diagonal)
-    r.pivot = PivotScale<T>(d);
-    pivot_scale_row(r.pivot, r.m, -1, ready);
-  }
+  trsv_tile_divide(r, d, unit, ready);
 }
 
 template <typename T, int W>

@@ -184,6 +184,9 @@ __device__ __forceinline__ void trsv_pipeline_tile(int lane, int t, int r0, int 
   const bool mine = lane < nb;
   const int row = forward ? p0 + lane : n - 1 - p0 - lane;
   const bool cj = bdf::op_conjugates(op);
+  // a transposing op: op(A)(row, col) = a[col + row lda], the tile's rows from q, rstep apart
+  const long long rstep = forward ? lda : -lda;
+  const T* q = a + (long long)(forward ? p0 : n - 1 - p0) * lda;
   bdf::TrsvTileRow<T, 32> diag;
   if (bdf::op_transposes(op) && !bdf::is_complex_v<T>) {  // complex: registers (a 304-byte stack for complex64)
     // A transposing op's rows are stored columns: a lane reading its row touched a line a
@@ -191,16 +194,13 @@ __device__ __forceinline__ void trsv_pipeline_tile(int lane, int t, int r0, int 
     // stored triangle, strictly below the diagonal in solve order) and the warp
     // transposes it (warp_transpose32); the diagonal entry is one load a lane.
     T v[32];
-    const long long rstep = forward ? lda : -lda;
-    const T* q = a + (forward ? p0 + lane : n - 1 - p0 - lane) + (long long)(forward ? p0 : n - 1 - p0) * lda;
+    const T* qd = q + (forward ? p0 + lane : n - 1 - p0 - lane);  // column p0 + lane of the tile
 #pragma unroll
-    for (int i = 0; i < 32; ++i) v[i] = i < nb && lane < i ? bdf::conj_if(q[i * rstep], cj) : T(0);
+    for (int i = 0; i < 32; ++i) v[i] = i < nb && lane < i ? bdf::conj_if(qd[i * rstep], cj) : T(0);
     bdf::warp_transpose32(v, lane);
 #pragma unroll
     for (int s = 0; s < 32; ++s) diag.m[s] = v[s];
-    const T d = mine && !unit ? bdf::conj_if(a[row + (long long)row * lda], cj) : T(1);
-    diag.pivot = bdf::PivotScale<T>(d);
-    if (!unit) bdf::pivot_scale_row(diag.pivot, diag.m, -1);
+    bdf::trsv_tile_divide(diag, mine && !unit ? bdf::conj_if(a[row + (long long)row * lda], cj) : T(1), unit);
   } else {
     bdf::trsv_tile_load<T, 32>(lane, nb, a + r_lo + (long long)r_lo * lda, lda, op, forward, unit, diag);
   }
@@ -214,8 +214,6 @@ __device__ __forceinline__ void trsv_pipeline_tile(int lane, int t, int r0, int 
     // 0.9 TB/s for float 256 against 2.3 for the other op).  Each lane multiplies its
     // column by its x_j, then the warp reduce-scatters the RT row sums of a chunk
     // (bdf::group_sum_scatter: 31 shuffles for 32 rows, against 32 x 5 for butterflies).
-    const long long rstep = forward ? lda : -lda;  // from row i to row i + 1 of the tile
-    const T* q = a + (long long)(forward ? p0 : n - 1 - p0) * lda;
     for (int k = 0; k < t; ++k) {
       const int col = forward ? 32 * k + lane : n - 1 - 32 * k - lane;
       T xj = T(0);

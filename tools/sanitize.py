@@ -198,6 +198,16 @@ def section_trsv():
     # layouts; a zero diagonal (the check path copies B); vectors of length 0/1/31/33.
     global checks
     trsv_dtypes = (np.complex128,) if race else (np.float32, np.complex128) if quick else bt.SUPPORTED_DTYPES
+    # the pipelined design in a real type too, whatever trsv_dtypes holds (a transposing
+    # op's diagonal tile goes through warp_transpose32 only there): 100 unknowns, 4 tiles
+    # in rounds of 2, 4 and 8 warps (idle warps), both ops, a zero diagonal on the check path
+    P = rand((3, 100, 100), np.float64) + 200 * cp.eye(100)
+    P[2, 40, 40] = 0
+    for s in bt.TRSV_SETTINGS:
+        if s.pipelined:
+            for lower, trans in ((True, "N"), (False, "N"), (True, "T")):
+                bt.solve_triangular(P, rand((3, 100), np.float64), lower=lower, trans=trans, check=False, setting=s)
+                checks += 1
     for dtype in trsv_dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
@@ -216,17 +226,6 @@ def section_trsv():
             for lower, trans in ((True, "N"), (False, "T")):
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
-        # the pipelined design in a real type too (a transposing op's diagonal tile goes
-        # through warp_transpose32 only there): 100 unknowns, 4 tiles in rounds of 2, 4
-        # and 8 warps (idle warps), both ops, a zero diagonal on the check path
-        P = rand((3, 100, 100), np.float64) + 200 * cp.eye(100)
-        P[2, 40, 40] = 0
-        for s in bt.TRSV_SETTINGS:
-            if s.pipelined and dtype == trsv_dtypes[0]:
-                for lower, trans in ((True, "N"), (False, "N"), (True, "T")):
-                    bt.solve_triangular(P, rand((3, 100), np.float64), lower=lower, trans=trans, check=False,
-                                        setting=s)
-                    checks += 1
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
         T[1, 5, 5] = 0
