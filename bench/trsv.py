@@ -8,8 +8,9 @@ batch sized so the stored matrices take 256 MiB.  ``trans`` in a row is
 'LN', 'LT', 'UN' or 'UT' (triangle, op).  At n = 256, 512 and 1024 the blocked
 (``trsv32x4blocked``) and recursive (``trsv32x4rec256``) designs are also timed
 with the setting forced, which locates the switch-over of the default chooser; where
-the pipelined design (``trsv32x{2,4,8}pipe``, not a default yet) was measured faster,
-its row (``bt.pipelined_trsv_setting``) is timed beside the default.
+the default is the pipelined design (``trsv32x{2,4,8}pipe``, ``bt.pipelined_trsv_setting``),
+the design that was the default before it (``choose_trsv_setting(..., pipelined=False)``)
+is timed beside.
 
 Bytes count the triangle n(n+1)/2 plus b read and x written; flops n^2 per solve.
 Peers: ``torch`` = torch.linalg.solve_triangular(A or A^T, b[..., None])
@@ -32,6 +33,7 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
+from batched.factorizations.settings import choose_trsv_setting  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
@@ -42,18 +44,21 @@ def case(dtype, trans, n, setting=None) -> Case:
     return Case("trsv", dtype, "uniform", trans, n, n, 0, batch, setting=setting, repeats=10)
 
 
-def pipelined(dtype, trans, n):
-    """The pipelined setting measured fastest there (None where the one-warp designs won):
-    user 'N' on a C-ordered batch transposes the kernel's column-major view."""
-    return bt.pipelined_trsv_setting(n, transposed=trans[1] == "N", itemsize=np.dtype(dtype).itemsize)
+def previous_default(dtype, trans, n):
+    """Where the default is pipelined, the design that was the default before it (None
+    elsewhere): user 'N' on a C-ordered batch transposes the kernel's column-major view."""
+    transposed, itemsize = trans[1] == "N", np.dtype(dtype).itemsize
+    if bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize) is None:
+        return None
+    return choose_trsv_setting(n, transposed=transposed, itemsize=itemsize, pipelined=False)
 
 
 def all_cases() -> list[Case]:
     cases = [case(dt, tr, n) for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES]
     cases += [case("float64", "LN", n, s) for n in (256, 512, 1024) for s in DESIGNS]
-    # the pipelined design beside the default, where it was measured faster
-    cases += [case(c.dtype, c.trans, c.n, pipelined(c.dtype, c.trans, c.n)) for c in cases[:len(SIZES) * 8]
-              if pipelined(c.dtype, c.trans, c.n)]
+    # the previous default beside the pipelined one
+    cases += [case(c.dtype, c.trans, c.n, s) for c in cases[:len(SIZES) * 8]
+              if (s := previous_default(c.dtype, c.trans, c.n))]
     return cases
 
 

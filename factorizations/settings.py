@@ -97,8 +97,8 @@ _PIPELINED_RANGE = {
 
 def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 8) -> TrsvSetting | None:
     """The pipelined setting measured fastest for the largest n of a batch, or None where
-    the one-warp designs won or n > 1024 (not measured): the chooser it would take as
-    the default (see choose_trsv_setting; bench/trsv.py times it beside the default)."""
+    the one-warp designs won or n > 1024 (not measured); choose_trsv_setting takes it
+    first."""
     first, table = _PIPELINED_RANGE[(bool(transposed), itemsize >= 8)]
     if n < first:
         return None
@@ -109,7 +109,7 @@ def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 
 
 
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
-                        itemsize: int = 8) -> TrsvSetting:
+                        itemsize: int = 8, pipelined: bool = True) -> TrsvSetting:
     """Default setting for the largest n of a batch and the kernel's op (``transposed``:
     op(A) transposes the column-major view the kernel reads, e.g. 'N' on a C-ordered
     batch), from ``bench/trsv.py --sweep`` on an H100 (every setting timed on DTRSV
@@ -131,13 +131,21 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     against 281).  Complex types follow their element size (not measured).
     ``count`` and ``multiprocessors`` are not used yet.
 
-    The pipelined design (TrsvSetting(32, W, pipelined=True)) is not a default yet:
-    measured faster from 33-193 unknowns to 1024 (double 256 'T' on C-ordered batches
-    57 us against 84, 'N' 68 against 100, 512 58-82 against 116-123; docs/design.md),
-    but two device runs of the LU, Cholesky and QR GPU tests with it as the default of
-    their triangular solves each had one failure, not named in that session (session
-    33).  The chooser it would take: pipelined_trsv_setting.
+    From 33-193 unknowns to 1024 the pipelined design (TrsvSetting(32, W,
+    pipelined=True), pipelined_trsv_setting) comes first: measured faster there (session
+    33, A/B on an H100; double 256 'T' on C-ordered batches 61 us against 84, 'N' 68
+    against 100, 512 58-82 against 116-123, 1024 92-214 against 251-300).  Session 33
+    left it opt-in after two device runs of the LU, Cholesky and QR GPU tests each had
+    one unnamed failure with it as the default; the failure of session 34's run with it
+    as the default was test_gels_normal_equation_residual (a float32 matrix scaled near
+    underflow, in the fused QR kernel, which never calls this chooser), and the
+    Cholesky test suspected before passed with either default.  Below the pipelined
+    range and past 1024 the designs above; ``pipelined=False`` gives them everywhere
+    (the default before session 34, which bench/trsv.py times beside).
     """
+    pipe = pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize) if pipelined else None
+    if pipe is not None:
+        return pipe
     for s in TRSV_SETTINGS[:3]:
         if n <= s.group_threads:
             return s

@@ -421,21 +421,26 @@ def test_chooser_picks_registered_settings_and_designs():
         s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
         assert s in TRSV_SETTINGS
         wide = itemsize >= 8
-        # measured (trsv_sweep.json): recursive past 512 except float transposed to 1024,
-        # and not transposed float at 257-512
-        recursive = n > 512 and (wide or not transposed or n > 1024) or (not transposed and wide and n > 256)
+        # the pipelined design from 33 (8-byte, not transposed), 65 (float not transposed,
+        # 8-byte transposed) or 193 (float transposed) to 1024 (session 33's A/B)
+        first = (33 if wide else 65) if not transposed else (65 if wide else 193)
+        assert s.pipelined == (first <= n <= 1024), (n, transposed, itemsize, s)
+        if s.pipelined:
+            assert s == bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
+        # elsewhere (trsv_sweep.json): recursive past 1024
+        recursive = n > 1024
         assert s.recursive == recursive, (n, transposed, itemsize, s)
         if n <= 16:   # one register tile: the smallest group that covers n
             assert s.single_tile(n) and n <= s.group_threads <= max(4, 2 * n)
         elif not transposed and n <= 32:  # the 32-lane register tile
             assert s.single_tile(n) and s.group_threads == 32, (n, s)
-        elif not transposed:  # one warp (8 x 4 lanes) to 256, then four or eight warps
-            expect = 32 if n <= 256 else 128 if n <= 512 and not wide else 256
-            assert s.group_threads == expect and not s.single_tile(n), (n, s)
-        else:  # 4 lanes to 32, 16 (8-byte elements) or 4 to 64, a warp to 256, then warps
-            expect = (4 if n <= 32 else (16 if wide else 4) if n <= 64 else 32 if n <= 256
-                      else 128 if n <= 512 or (n <= 1024 and not wide) else 256)
-            assert s.group_threads == expect and not s.single_tile(n), (n, s)
+        elif s.pipelined or recursive:
+            assert not s.single_tile(n)
+        elif not transposed:  # below the pipelined range: one warp (8 x 4 lanes)
+            assert n < first and s.group_threads == 32 and not s.single_tile(n), (n, s)
+        else:  # below the pipelined range: 4 lanes to 32, 16 (8-byte elements) or 4 to 64, a warp
+            expect = 4 if n <= 32 else (16 if wide else 4) if n <= 64 else 32
+            assert n < first and s.group_threads == expect and not s.single_tile(n), (n, s)
         for layout in ("uniform", "pointer", "variable"):
             for dt in bt.SUPPORTED_DTYPES:
                 assert trsv_module.kernel_name(layout, dt, s) in names
