@@ -23,13 +23,16 @@ template <typename T, int READ_C = -1> struct GemmStore {
     if (READ_C == 1 || (READ_C < 0 && read_c)) v += beta * c[i + j * ldc];
     out[i + j * ldo] = v;
   }
+  // The complex tensor-core tile hands over an element's two parts.
+  template <typename R> __device__ void operator()(int i, int j, R re, R im) const { (*this)(i, j, T(re, im)); }
 };
 
 // Work item = (product b, tile ti, tile tj); op(A_b) is m x k, op(B_b) k x n,
 // out_b m x n (sizes from the accessors: A gives m and k, B gives n).
-// MMA = 4, 8 or 16: float64 products run on FP64 tensor cores (gemm_tile_mma
-// with the m16n8k<MMA> shape, on the warps of the group; only float64 is
-// registered with it).  MMA = 0 runs gemm_tile.  STAGES: the tensor-core
+// MMA = 4, 8 or 16: float64 and complex128 products run on FP64 tensor cores
+// (gemm_tile_mma with the m16n8k<MMA> shape, on the warps of the group; only those
+// two dtypes are registered with it).  For complex128 the real BLK_M x BLK_N tile
+// is a BLK_M x BLK_N / 2 complex one (GemmSetting.tile_n).  MMA = 0 runs gemm_tile.  STAGES: the tensor-core
 // pipeline's buffers (0: gemm_mma_stages' default); MIN_BLOCKS: blocks an SM
 // must hold, which caps the registers (0: no cap; 1 would let ptxas take up
 // to 255, 28 more for the 32 x 32 tile).  Shared memory is dynamic: the
@@ -43,13 +46,17 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
   using T = typename MatA::value_type;
   constexpr int G = DIM_X * DIM_Y;
   constexpr int GROUPS = gemm_block_threads(G) / G;
-  constexpr bool TENSOR = MMA != 0 && bdf::is_double<T>::value;
+  constexpr bool CPLX = bdf::is_complex_v<T> && sizeof(T) == 16;
+  constexpr bool TENSOR = MMA != 0 && (bdf::is_double<T>::value || CPLX);
+  constexpr int TILE_N = TENSOR && CPLX ? BLK_N / 2 : BLK_N;  // output columns of a tile
   constexpr int SA = bdf::gemm_smem_a<BLK_M, BLK_K>(), SB = bdf::gemm_smem_b<BLK_N, BLK_K>();
-  constexpr int PER_GROUP = TENSOR ? bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K, STAGES>() : SA + SB;
+  constexpr long long PER_GROUP_BYTES =
+      TENSOR ? 8LL * bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K, STAGES, CPLX>() : (long long)(SA + SB) * sizeof(T);
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const int group = threadIdx.x / G;
-  T* sA = reinterpret_cast<T*>(smem_bytes) + group * PER_GROUP;
+  T* sA = reinterpret_cast<T*>(smem_bytes + group * PER_GROUP_BYTES);
   T* sB = sA + SA;
+  double* s_mma = reinterpret_cast<double*>(sA);
 
   const bdf::ThreadGroup<G> g(threadIdx.x % G);
   const bool read_c = flags & GEMM_READ_C;
@@ -58,7 +65,7 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
        item += (long long)gridDim.x * GROUPS) {
     const long long b = tiles == 1 ? item : item / tiles;  // skip the 64-bit division for big-tile
     const int t = int(item - b * tiles);
-    const int i0 = (t % tiles_m) * BLK_M, j0 = (t / tiles_m) * BLK_N;
+    const int i0 = (t % tiles_m) * BLK_M, j0 = (t / tiles_m) * TILE_N;
     const int m = out.rows(b), n = out.cols(b);
     if (i0 >= m || j0 >= n) continue;  // uniform over the group
     const int k = bdf::op_transposes(opA) ? A.rows(b) : A.cols(b);
@@ -66,7 +73,7 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
     const GemmStore<T> store{alpha, beta, read_c ? C.matrix(b) : nullptr, read_c ? C.ldim(b) : 0,
                              out.matrix(b), out.ldim(b), read_c};
     if (flags & GEMM_SKIP_PRODUCT) {
-      for (int e = g.rank; e < BLK_M * BLK_N; e += G) {
+      for (int e = g.rank; e < BLK_M * TILE_N; e += G) {
         const int i = i0 + e % BLK_M, j = j0 + e / BLK_M;
         if (i < m && j < n) store(i, j, T(0));
       }
@@ -83,13 +90,13 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
         const GemmStore<T, 1> with_c{alpha, beta, store.c, store.ldc, store.out, store.ldo, true};
         if (read_c)
           bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
-              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, with_c);
+              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, s_mma, with_c);
         else
           bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
-              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, plain);
+              g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, s_mma, plain);
       } else {
         bdf::gemm_tile_mma<WM, WN, BLK_M, BLK_N, BLK_K, MMA, STAGES>(
-            g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, sA, store);
+            g, m, n, k, i0, j0, A.matrix(b), A.ldim(b), opA, B.matrix(b), B.ldim(b), opB, s_mma, store);
       }
     } else {
       bdf::gemm_tile<T, DIM_X, DIM_Y, BLK_M, BLK_N, BLK_K>(

@@ -140,7 +140,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         skip = alpha == 0 or k == 0
         setting = (setting or choose_gemm_setting(t.rows, t.cols, k, count, multiprocessor_count(),
                                                   dtype)).for_dtype(dtype)
-        tm, tn = -(-t.rows // setting.blk_m), -(-t.cols // setting.blk_n)
+        tm, tn = -(-t.rows // setting.blk_m), -(-t.cols // setting.tile_n(dtype))
         kernel, smem = _kernel_for("uniform", dtype, setting)
         grid, block = (ln.grid_for(count * tm * tn, setting.groups_per_block),), (setting.block_threads,)
         args = (ln.pack("UniformMatrix", x.base, x.stride, x.ld, x.rows, x.cols),
@@ -251,7 +251,7 @@ def _gemm_list(A, B, C, alpha, beta, opa, opb, out, setting):
         vc = max(cc for _, cc in target.view_shapes)
         setting = (setting or choose_gemm_setting(vr, vc, max(ks), count, multiprocessor_count(),
                                                   dtype)).for_dtype(dtype)
-        tm, tn = -(-vr // setting.blk_m), -(-vc // setting.blk_n)
+        tm, tn = -(-vr // setting.blk_m), -(-vc // setting.tile_n(dtype))
         empty = (ln.pack("PointerMatrix", 0, 0, 1, 0, 0) if layout == "pointer"
                  else ln.pack("VariableMatrix", 0, 0, 0, 0))
         kernel, smem = _kernel_for(layout, dtype, setting)

@@ -138,14 +138,19 @@ def packed_pieces(rows: int, ld: int, itemsize: int, base: int, stride: int, cou
 STAGE_BLOCK_BYTES = 48 * 1024
 
 
+# The dtypes with FP64 tensor-core GEMM tiles (gemm_tile_mma).
+MMA_DTYPES = ("float64", "complex128")
+
+
 @dataclass(frozen=True)
 class GemmSetting:
     """DIM_X x DIM_Y threads compute a BLK_M x BLK_N output tile in BLK_K steps.
 
     ``mma`` = 4, 8 or 16: FP64 tensor cores (mma.sync m16n8k4, m16n8k8 or
     m16n8k16; the group's warps split the tile, operands staged by cp.async
-    into 2-4 buffers).  Only float64 runs it: other dtypes run :meth:`for_dtype`'s CUDA-
-    core twin.  ``mma`` = 0: CUDA cores, every dtype.  ``stages``: the tensor-core
+    into 2-4 buffers).  float64 and complex128 run it (complex128: the real tile's
+    column pairs are the (re, im) of a BLK_M x BLK_N / 2 complex tile, :meth:`tile_n`);
+    other dtypes run :meth:`for_dtype`'s CUDA-core twin.  ``mma`` = 0: CUDA cores, every dtype.  ``stages``: the tensor-core
     pipeline's buffers (0: as many as 48 KiB holds, 2-4); ``min_blocks``: blocks an
     SM must hold at once (``__launch_bounds__``: caps the registers; 0: no cap).
     """
@@ -174,35 +179,47 @@ class GemmSetting:
     def big_tile(self, m: int, n: int) -> bool:
         return m <= self.blk_m and n <= self.blk_n
 
+    def tile_n(self, dtype) -> int:
+        """Output columns of a tile: blk_n, half of it for complex128 on tensor cores."""
+        return self.blk_n // 2 if self.mma and str(dtype) == "complex128" else self.blk_n
+
     def smem_bytes(self, itemsize: int) -> int:
-        """The block's dynamic shared memory (GROUPS * PER_GROUP elements in gemm.cu)."""
-        if self.mma:  # gemm_mma_smem() in gemm.cuh: its buffers, rows padded by 4
-            per_group = self.mma_stages * self.mma_stage_elements
-        else:
-            per_group = self.blk_k * (self.blk_m + 1) + self.blk_k * (self.blk_n + 1)
+        """The block's dynamic shared memory (GROUPS * PER_GROUP_BYTES in gemm.cu)."""
+        if self.mma:  # gemm_mma_smem() in gemm.cuh: its buffers of doubles
+            cplx = itemsize == 16
+            return self.groups_per_block * self.mma_stages_for(cplx) * self.mma_stage_elements_for(cplx) * 8
+        per_group = self.blk_k * (self.blk_m + 1) + self.blk_k * (self.blk_n + 1)
         return self.groups_per_block * per_group * itemsize
+
+    def mma_stage_elements_for(self, cplx: bool = False) -> int:
+        """Doubles of one pipeline buffer (gemm_mma_operand_a() + gemm_mma_operand_b())."""
+        def operand(r, k, pad=4):
+            return max(k * (r + pad), r * (k + pad))
+        if cplx:
+            return operand(2 * self.blk_m, self.blk_k // 2, 8) + operand(self.blk_n, self.blk_k // 2)
+        return operand(self.blk_m, self.blk_k) + operand(self.blk_n, self.blk_k)
+
+    def mma_stages_for(self, cplx: bool = False) -> int:
+        """Buffers of the cp.async pipeline (gemm_mma_stages()): ``stages``, else as many
+        as 48 KiB holds, 2-4."""
+        return self.stages or max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements_for(cplx))))
 
     @property
     def mma_stage_elements(self) -> int:
-        """Doubles of one pipeline buffer (gemm_mma_operand() of both operands)."""
-        def operand(r):
-            return max(self.blk_k * (r + 4), r * (self.blk_k + 4))
-        return operand(self.blk_m) + operand(self.blk_n)
+        return self.mma_stage_elements_for(False)
 
     @property
     def mma_stages(self) -> int:
-        """Buffers of the cp.async pipeline (gemm_mma_stages()): ``stages``, else as many
-        as 48 KiB holds, 2-4."""
-        return self.stages or max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements)))
+        return self.mma_stages_for(False)
 
     def dtypes(self, supported) -> tuple:
-        """The dtypes this setting is compiled for (tensor-core settings: float64)."""
-        return ("float64",) if self.mma else tuple(supported)
+        """The dtypes this setting is compiled for (tensor-core settings: float64, complex128)."""
+        return MMA_DTYPES if self.mma else tuple(supported)
 
     def for_dtype(self, dtype) -> "GemmSetting":
         """The setting that runs for ``dtype``: itself, or for a tensor-core setting
         and another dtype the CUDA-core setting of the nearest tile."""
-        if not self.mma or str(dtype) == "float64":
+        if not self.mma or str(dtype) in MMA_DTYPES:
             return self
         simt = [s for s in GEMM_SETTINGS if not s.mma]
         return next((s for s in simt if s.blk_m >= self.blk_m), simt[-1])
@@ -290,12 +307,27 @@ _GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
 _GEMM_TENSOR_16 = GemmSetting(32, 1, 16, 16, 16, mma=8, stages=2)
 _GEMM_TENSOR_32 = GemmSetting(32, 4, 32, 32, 16, mma=8, stages=2, min_blocks=5)
 _GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
+# complex128 on the same tensor-core tiles (a real tile's column pairs are one complex
+# column: gemm_tile_mma), session 34, scratch A/B on an H100 against cupy.matmul in the
+# process, C-ordered, 256 MB of operands (256: 86 products, 512: 22), medians of two
+# rounds; the CUDA-core tiles before it took 0.30-0.74x cupy from 32 to 256.
+# - 9-16: _GEMM_TENSOR_16 (a 16 x 8 complex tile a warp): 92.6 us against cupy 104.0
+#   (the 16 x 16 CUDA-core tile 106.1).
+# - 17-32: a 32 x 32 complex tile, four warps, two buffers (one tile a product): 94.3 us
+#   against 92.8 (_GEMM_TENSOR_32's 32 x 16 tile 97.9, two warps 94.9, CUDA cores 126).
+# - past 32: a 64 x 32 complex tile, its registers capped for three blocks an SM (208
+#   uncapped, 168 and 24 bytes of spill capped): 64 102.0 us against 106.3 (uncapped
+#   119.4; a 64 x 64 complex tile 105.5, with eight warps slower), 128 149.2 against
+#   143.3, 256 264.4 against 232.4, 512 513.2 against 425.2 (the 64 x 64 tile 509.6).
+# Up to 8 the CUDA-core 4 x 2 / 8 x 4 tiles stay (8: 99.7 us, tensor cores 101.0, cupy 183.9).
+_GEMM_TENSOR_Z32 = GemmSetting(32, 4, 32, 64, 16, mma=8, stages=2)
+_GEMM_TENSOR_Z = GemmSetting(32, 4, 64, 64, 16, mma=8, min_blocks=3)
 
 # CUDA-core settings ordered by tile (the largest last: for_dtype takes the first that
 # covers a tensor-core tile), then tensor cores.
 GEMM_SETTINGS = (_GEMM_BIG_TILES[0], _GEMM_2X2_4, _GEMM_BIG_TILES[1], _GEMM_4X2_8, _GEMM_BIG_TILES[2], _GEMM_8X4_16,
                  _GEMM_4X4_16, _GEMM_BIG_TILES[3], _GEMM_FLOAT32_32, _GEMM_CLASSIC,
-                 _GEMM_TENSOR_16, _GEMM_TENSOR_32, _GEMM_TENSOR)
+                 _GEMM_TENSOR_16, _GEMM_TENSOR_32, _GEMM_TENSOR, _GEMM_TENSOR_Z32, _GEMM_TENSOR_Z)
 
 # The chooser's tiles up to 32 by dtype: (largest side, setting), the first that covers
 # the output (the notes above); a dtype or size not listed takes the big tiles.
@@ -303,6 +335,7 @@ _GEMM_SMALL = {
     "float64": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_TENSOR_16), (32, _GEMM_TENSOR_32)),
     "float32": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_8X4_16), (32, _GEMM_FLOAT32_32)),
     "complex64": ((4, _GEMM_2X2_4), (8, _GEMM_4X2_8), (16, _GEMM_4X4_16)),
+    "complex128": ((16, _GEMM_TENSOR_16), (32, _GEMM_TENSOR_Z32)),
 }
 
 
@@ -439,14 +472,20 @@ def choose_gemm_setting(m: int, n: int, k: int, count: int,
                         multiprocessors: int = 132, dtype="float64") -> GemmSetting:
     """Up to 32, the dtype's tile of _GEMM_SMALL that covers the output (measured on an
     H100: the notes before it), else the smallest big-tile CUDA-core tile that covers it
-    (up to 32); beyond 32, float64 on FP64 tensor cores (64x64 tiles) and every other
-    dtype on the classic CUDA-core tiling."""
+    (up to 32); beyond 32, float64 and complex128 on FP64 tensor cores (64x64 real
+    tiles) and every other dtype on the classic CUDA-core tiling.  complex128 up to 8
+    keeps the CUDA-core tiles."""
     size = max(m, n)
-    for up_to, setting in _GEMM_SMALL.get(str(dtype), ()):
+    small = _GEMM_SMALL.get(str(dtype), ())
+    if str(dtype) == "complex128" and size <= 8:
+        small = ()
+    for up_to, setting in small:
         if size <= up_to:
             return setting
     if size > 32 and str(dtype) == "float64":
         return _GEMM_TENSOR
+    if size > 32 and str(dtype) == "complex128":
+        return _GEMM_TENSOR_Z
     for s in _GEMM_BIG_TILES:
         if size <= s.blk_m:
             return s

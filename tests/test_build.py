@@ -19,7 +19,7 @@ import pytest
 
 import batched
 from batched.device_functions import BuildError, build, compile_registered, register, registered
-from batched.settings import STAGE_BLOCK_BYTES, choose_gemm_setting, choose_gemv_setting, stage_fits
+from batched.settings import MMA_DTYPES, STAGE_BLOCK_BYTES, choose_gemm_setting, choose_gemv_setting, stage_fits
 
 
 def _nvrtc_unavailable_reason():
@@ -60,7 +60,8 @@ def test_registry_holds_every_setting_dtype_and_layout():
                                            * len(packed) * len(gemv_module.PACKED_PIECES))
     tensor = sum(1 for s in batched.GEMM_SETTINGS if s.mma)
     assert tensor >= 1
-    assert len(reg["gemm.cu"]) == len(LAYOUTS) * (4 * (len(batched.GEMM_SETTINGS) - tensor) + tensor)
+    # tensor-core settings: float64 and complex128
+    assert len(reg["gemm.cu"]) == len(LAYOUTS) * (4 * (len(batched.GEMM_SETTINGS) - tensor) + 2 * tensor)
 
 
 @needs_nvrtc
@@ -228,8 +229,8 @@ def test_every_gemm_setting_runs_as_a_registered_setting_for_every_dtype(setting
     for dt in batched.SUPPORTED_DTYPES:
         twin = setting.for_dtype(np.dtype(dt))
         assert twin in batched.GEMM_SETTINGS
-        assert (twin is setting) == (not setting.mma or np.dtype(dt) == np.float64)
-        assert not twin.mma or np.dtype(dt) == np.float64
+        assert (twin is setting) == (not setting.mma or str(np.dtype(dt)) in MMA_DTYPES)
+        assert not twin.mma or str(np.dtype(dt)) in MMA_DTYPES
         assert twin.blk_m >= min(setting.blk_m, 64)
         assert gemm_module.kernel_name("uniform", dt, twin) in names
 
@@ -264,8 +265,8 @@ def test_gemm_setting_fits_the_shared_memory_limit(setting):
     assert setting.block_threads % setting.group_threads == 0
     assert setting.block_threads <= 1024
     # dynamic shared memory: past 48 KiB the launcher opts in, up to the H100's 227 KiB
-    itemsize = 8 if setting.mma else np.dtype(np.complex128).itemsize
-    assert setting.smem_bytes(itemsize) <= 227 * 1024
+    assert setting.smem_bytes(np.dtype(np.complex128).itemsize) <= 227 * 1024
+    assert setting.smem_bytes(8) <= 227 * 1024
     if setting.mma:  # whole warps, split 2 x W/2 (one warp: 1 x 1) into 16x8 mma tiles
         warps = setting.group_threads // 32
         warps_m = 2 if warps >= 2 else 1
