@@ -320,6 +320,9 @@ _GEMM_TENSOR = GemmSetting(32, 4, 64, 64, 16, mma=8)
 #   119.4; a 64 x 64 complex tile 105.5, with eight warps slower), 128 149.2 against
 #   143.3, 256 264.4 against 232.4, 512 513.2 against 425.2 (the 64 x 64 tile 509.6).
 # Up to 8 the CUDA-core 4 x 2 / 8 x 4 tiles stay (8: 99.7 us, tensor cores 101.0, cupy 183.9).
+# Three buffers (with and without the cap) and four, tried the same day with straight-line
+# stores in place, ran level or slower for both dtypes at 64-512 (DGEMM 128 101.2-103.7 us
+# against 101.5; ZGEMM 256 261.6-281.1 against 259.9).
 _GEMM_TENSOR_Z32 = GemmSetting(32, 4, 32, 64, 16, mma=8, stages=2)
 _GEMM_TENSOR_Z = GemmSetting(32, 4, 64, 64, 16, mma=8, min_blocks=3)
 
