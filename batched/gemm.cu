@@ -50,11 +50,12 @@ gemm_kernel(MatA A, MatB B, MatC C, MatC out, int opA, int opB,
   constexpr bool TENSOR = MMA != 0 && (bdf::is_double<T>::value || CPLX);
   constexpr int TILE_N = TENSOR && CPLX ? BLK_N / 2 : BLK_N;  // output columns of a tile
   constexpr int SA = bdf::gemm_smem_a<BLK_M, BLK_K>(), SB = bdf::gemm_smem_b<BLK_N, BLK_K>();
-  constexpr long long PER_GROUP_BYTES =
-      TENSOR ? 8LL * bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K, STAGES, CPLX>() : (long long)(SA + SB) * sizeof(T);
+  // Elements of T a group owns (the tensor-core pipeline's doubles, two a complex element).
+  constexpr int PER_GROUP =
+      TENSOR ? (bdf::gemm_mma_smem<BLK_M, BLK_N, BLK_K, STAGES, CPLX>() + CPLX) / (CPLX ? 2 : 1) : SA + SB;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   const int group = threadIdx.x / G;
-  T* sA = reinterpret_cast<T*>(smem_bytes + group * PER_GROUP_BYTES);
+  T* sA = reinterpret_cast<T*>(smem_bytes) + group * PER_GROUP;
   T* sB = sA + SA;
   double* s_mma = reinterpret_cast<double*>(sA);
 

@@ -272,7 +272,7 @@ __device__ __forceinline__ void gemm_tile_mma_oriented(
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int gq = lane / 4, tq = lane % 4;
   const int a_row = wm * TM * 16 + gq;
-  const int a_frag = a_row * A_RS + (tq / 2) * A_K2 + (tq % 2) * A_C1;
+  const int a_frag = CPLX ? a_row * A_RS + (tq / 2) * A_K2 + (tq % 2) * A_C1 : a_row * A_RS + tq * A_C1;
   int b_frag;
   double sign_b = 1.0;
   if constexpr (CPLX) {
