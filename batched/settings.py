@@ -281,7 +281,7 @@ _GEMM_4X4_16 = GemmSetting(4, 4, 16, 16, 16)
 # with k-steps of 16; cupy.matmul 116).
 _GEMM_FLOAT32_32 = GemmSetting(8, 8, 32, 32, 32)
 _GEMM_CLASSIC = GemmSetting(16, 16, 64, 64, 16)
-# FP64 tensor cores (float64 only), mma.sync m16n8kK with K = mma, 4 warps as
+# FP64 tensor cores (float64; complex128 below), mma.sync m16n8kK with K = mma, 4 warps as
 # 2 x 2 over the tile.  Measured on an H100 against 64x64x8 (4 pipeline
 # buffers), 8 warps, 128x64 and 128x128 tiles, and the m16n8k4 / m16n8k16
 # shapes: 64x64x16 with m16n8k8 on 4 warps was fastest (or within 1 %) from

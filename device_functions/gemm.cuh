@@ -90,7 +90,7 @@ __device__ void gemm_tile(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int k, int
 }
 
 // ---------------------------------------------------------------------------
-// gemm_tile_mma: gemm_tile for T = double on FP64 tensor cores (sm_90:
+// gemm_tile_mma: gemm_tile for T = double (and complex<double>: see CPLX below) on FP64 tensor cores (sm_90:
 // mma.sync m16n8kK, K = 4, 8 or 16).
 //
 // Why a second tile function: gemm_tile is bound by shared-memory loads (one
