@@ -184,7 +184,7 @@ class GemmSetting:
         return self.blk_n // 2 if self.mma and str(dtype) == "complex128" else self.blk_n
 
     def smem_bytes(self, itemsize: int) -> int:
-        """The block's dynamic shared memory (GROUPS * PER_GROUP_BYTES in gemm.cu)."""
+        """The block's dynamic shared memory (GROUPS * PER_GROUP elements of T in gemm.cu)."""
         if self.mma:  # gemm_mma_smem() in gemm.cuh: its buffers of doubles
             cplx = itemsize == 16
             return self.groups_per_block * self.mma_stages_for(cplx) * self.mma_stage_elements_for(cplx) * 8
@@ -203,14 +203,6 @@ class GemmSetting:
         """Buffers of the cp.async pipeline (gemm_mma_stages()): ``stages``, else as many
         as 48 KiB holds, 2-4."""
         return self.stages or max(2, min(4, 48 * 1024 // (8 * self.mma_stage_elements_for(cplx))))
-
-    @property
-    def mma_stage_elements(self) -> int:
-        return self.mma_stage_elements_for(False)
-
-    @property
-    def mma_stages(self) -> int:
-        return self.mma_stages_for(False)
 
     def dtypes(self, supported) -> tuple:
         """The dtypes this setting is compiled for (tensor-core settings: float64, complex128)."""

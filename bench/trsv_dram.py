@@ -28,12 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import harness  # noqa: E402
+from bench import harness, trsv  # noqa: E402
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
            "lts__t_sectors_srcunit_tex_op_read.sum")
@@ -42,29 +40,22 @@ UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "sector": 32,
 
 
 def cases(sizes):
-    return [(dtype, trans, n) for dtype in ("float64", "float32") for trans in ("LN", "LT") for n in sizes]
-
-
-def counted_bytes(dtype, n, batch):
-    return (n * (n + 1) // 2 + 2 * n) * np.dtype(dtype).itemsize * batch
+    """bench/trsv.py's default cases ('N' and 'T' on lower triangles) for these sizes."""
+    return [trsv.case(dtype, trans, n) for dtype in ("float64", "float32") for trans in ("LN", "LT") for n in sizes]
 
 
 def run_cases(sizes) -> None:
-    """The profiled child: each case's default solve once, a CASE line after it."""
+    """The profiled child: each case's default solve once (bench/trsv.py's operands and
+    call), a CASE line after it."""
     import cupy as cp
 
-    import batched as bt
-
-    for dtype, trans, n in cases(sizes):
-        batch = harness.batch_for(n * n * np.dtype(dtype).itemsize)
-        A = harness.random_array((batch, n, n), dtype, 5)
-        A[:, cp.arange(n), cp.arange(n)] += 2 * n
-        b = harness.random_array((batch, n), dtype, 6)
+    for index, case in enumerate(cases(sizes)):
+        data = trsv.build(case, index).data
         cp.cuda.Device().synchronize()
-        bt.trsv(A, b, lower=trans[0] == "L", trans=trans[1])
+        trsv.ours(case, data, None)
         cp.cuda.Device().synchronize()
-        print(f"CASE {dtype} {trans} {n} {batch}", flush=True)
-        del A, b
+        print(f"CASE {case.dtype} {case.trans} {case.n} {case.batch}", flush=True)
+        del data
 
 
 def parse(text: str, copy_gbps: float) -> list[dict]:
@@ -82,8 +73,10 @@ def parse(text: str, copy_gbps: float) -> list[dict]:
     rows = []
     for kid, (dtype, trans, n, batch) in zip(ids, order):
         k = kernels[kid]
-        n, batch = int(n), int(batch)
-        counted = counted_bytes(dtype, n, batch)
+        case = trsv.case(dtype, trans, int(n))
+        assert case.batch == int(batch), (case, batch)
+        n, batch = case.n, case.batch
+        counted = trsv.traffic(case)[0]  # bench/trsv.py's count
         dram = k["dram__bytes_read.sum"] + k["dram__bytes_write.sum"]
         t = k["gpu__time_duration.sum"]
         rows.append({"routine": "trsv", "dtype": dtype, "trans": trans, "n": n, "batch": batch,

@@ -357,9 +357,8 @@ __device__ __forceinline__ void gemm_tile_mma_oriented(
 #pragma unroll
       for (int x = 0; x < TM; ++x)
 #pragma unroll
-        for (int j = 0; j < SHAPE_K / 2; ++j) {
+        for (int j = 0; j < SHAPE_K / 2; ++j)
           a[x][j] = sa[(x * 16 + 8 * (j % 2)) * A_RS + ((kk + 4 * (j / 2)) / 2) * A_K2];
-        }
 #pragma unroll
       for (int y = 0; y < TN; ++y)
 #pragma unroll

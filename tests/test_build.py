@@ -273,7 +273,7 @@ def test_gemm_setting_fits_the_shared_memory_limit(setting):
         assert setting.group_threads % 32 == 0 and warps in (1, 2, 4, 8)
         assert setting.blk_m % (16 * warps_m) == 0 and setting.blk_n % (8 * (warps // warps_m)) == 0
         assert setting.mma in (4, 8, 16) and setting.blk_k % setting.mma == 0
-        assert setting.mma_stages >= 2
+        assert setting.mma_stages_for(False) >= 2 and setting.mma_stages_for(True) >= 2
 
 
 def test_settings_have_distinct_ids():
