@@ -240,10 +240,21 @@ __device__ __forceinline__ void potrs_rows(int lane, int n, int steps, const T (
 // inside), a column index into a is always a compile-time constant, and row slots above
 // a column (32 (r + 1) <= W c) are skipped at compile time.  The summation order is the
 // right-looking one (equal to the left-looking designs' up to rounding).
+// With RIDE and a right-hand side b (POSV: `sb` non-null, b in shared memory), the forward
+// solve L y = b (conj(L) y = b with conj_b) rides along as one more column: in step j a
+// third warp, neither column j's owner (two steps' updates) nor column j + 1's (the
+// chain to the next barrier), takes y_j = b_j / L(j, j) (the pivot's reciprocal square
+// root, which the owner publishes in sy's slot j % 3) and subtracts l_i y_j from b's rows
+// below j (l: step j's multipliers, which every warp loads), so that sb holds y when the
+// factorization ends and only L^H x = y is left: one multiply-add a row and step, off the
+// pivot chain, instead of a tile-by-tile solve by one warp while the block waits.  The
+// order of the operations is the right-looking one (the tile solve's column order up to
+// rounding).  W >= 3.
 // Threads:  the whole block of 32 W threads, every thread with the same n.
 // Shared:   S, the logical L the caller loaded (column-major, leading dimension lds >=
 //           NB), read by nobody during the steps and overwritten at the end; sl (3 NB
-//           elements), sstep (3 ints).
+//           elements), sstep (3 ints); with b: sb (n elements, visible to the block on
+//           entry), sy (3 elements).
 // Sync:     __syncthreads once a step and once at the end.
 // Memory:   on exit S holds what potrf_lower_columns leaves in the lower triangle: the
 //           factor, or at a failure in column k - 1 the columns before it, the failed
@@ -251,20 +262,23 @@ __device__ __forceinline__ void potrs_rows(int lane, int n, int steps, const T (
 //           as the caller loaded them (the registers' further updates are not stored).
 //           The strict upper triangle of S is not written.
 // Failure:  returns 0 or the 1-based failing column to every thread; nothing after a
-//           failed pivot is updated.
+//           failed pivot is updated (sb then holds a partial solve: the caller reloads b).
 template <typename R> __device__ __forceinline__ R reciprocal_sqrt(R x) {
   if constexpr (sizeof(R) == 4) return rsqrtf(x);
   else return rsqrt(x);
 }
 
-template <int NB, int W, typename T, int R = NB / 32, int C = NB / W>
-__device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T* sl, int* sstep) {
+template <int NB, int W, bool RIDE, typename T, int R = NB / 32, int C = NB / W>
+__device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T* sl, int* sstep,
+                                           T* sb = nullptr, T* sy = nullptr, bool conj_b = false) {
   using Re = typename real_of<T>::type;
   constexpr unsigned ALL = 0xffffffffu;
   static_assert(R * 32 == NB && C * W == NB, "whole rows per lane, whole columns per warp");
+  static_assert(!RIDE || W >= 3, "the rider is a third warp");
   const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
 
-  // Step s in the owner warp's column piece v: the pivot, the scaled column, published.
+  // Step s in the owner warp's column piece v: the pivot, the scaled column, published
+  // (with b, also the pivot's reciprocal square root, for the rider).
   auto pivot_step = [&](int s, T (&v)[R]) {
     T dv = v[0];
 #pragma unroll
@@ -281,7 +295,10 @@ __device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T
       if (row == s) v[r] = go ? T(l) : T(d);
       else if (go && row > s) v[r] = x;
     }
-    if (lane == 0) sstep[s % 3] = go;
+    if (lane == 0) {
+      sstep[s % 3] = go;
+      if (RIDE) sy[s % 3] = T(rcp);
+    }
   };
 
   int info = 0;
@@ -325,6 +342,16 @@ __device__ __forceinline__ int potrf_warps(int n, T (&a)[C][R], T* S, int lds, T
 #pragma unroll
         for (int r = 0; r < R; ++r) lprev[r] = l[r];
         continue;
+      }
+      if (RIDE && sb && w == (w0 + 2) % W) {  // the rider of step j: y_j, then b's rows below j
+        const T yj = sb[j] * sy[j % 3];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int row = lane + 32 * r;
+          if (row > j && row < n) sb[row] -= conj_if(l[r], conj_b) * yj;
+        }
+        __syncwarp();  // every lane has read b_j
+        if (lane == 0) sb[j] = yj;
       }
       // this step's owner published it ahead during step j - 1 and deferred that step's
       // other updates: both now, in order (its columns after j are the same for both)

@@ -265,14 +265,15 @@ potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
 
 // Shared memory of potrf_warps_kernel (NB, THREADS): the logical L (NB + 1 by NB
 // elements), the multipliers' three slots (3 NB), the right-hand side (NB), trsv_window's
-// GEMV work (THREADS * GEMV_UNROLL), then the three step flags.  The same sums as
-// CholeskySetting.warps_bytes in cholesky_settings.py.
+// GEMV work (THREADS * GEMV_UNROLL), three slots of the pivots' reciprocal square roots
+// (the riding forward solve's, bdf::potrf_warps), then the three step flags.  The same sums as CholeskySetting.warps_bytes in cholesky_settings.py.
 template <typename T, int NB, int THREADS> struct PotrfWarpsSmem {
   static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
   static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));
   static constexpr int sx = sl + 3 * NB * int(sizeof(T));
   static constexpr int work = sx + NB * int(sizeof(T));
-  static constexpr int sstep = align(work + THREADS * bdf::GEMV_UNROLL * int(sizeof(T)));
+  static constexpr int sy = align(work + THREADS * bdf::GEMV_UNROLL * int(sizeof(T)));
+  static constexpr int sstep = align(sy + 3 * int(sizeof(T)));
   static constexpr int total = align(sstep + 3 * 4);
 };
 
@@ -282,9 +283,11 @@ template <typename T, int NB, int THREADS> struct PotrfWarpsSmem {
 // zeros elsewhere, so NaN in the other triangle never enters), then into registers;
 // bdf::potrf_warps factors it and leaves the factor in shared memory, from where C is
 // written (the stored orientation again) and, for POSV, each right-hand side is solved
-// (L y = b, then L^H x = y: two bdf::trsv_window over n).  C may alias A (the whole
-// triangle is read before anything is written); X may alias B (the first column is read
-// with the matrix, the others before their solves).  A failing matrix leaves X = B.
+// (L y = b, then L^H x = y: two bdf::trsv_window over n; the first right-hand side's
+// L y = b rides through the factorization, potrf_warps' RIDE, so only L^H x = y is left).
+// C may alias A (the whole triangle is read before anything is written); X may alias B
+// (the first column is read with the matrix, the others before their solves).  A failing
+// matrix leaves X = B.
 template <class Mat, class Vec, int NB, int THREADS, bool SOLVE>
 __global__ void __launch_bounds__(THREADS)
 potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col, int nrhs, int* info, int flags,
@@ -298,6 +301,7 @@ potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
   T* sl = reinterpret_cast<T*>(smem + SM::sl);
   T* sx = reinterpret_cast<T*>(smem + SM::sx);
   T* work = reinterpret_cast<T*>(smem + SM::work);
+  T* sy = reinterpret_cast<T*>(smem + SM::sy);
   int* sstep = reinterpret_cast<int*>(smem + SM::sstep);
   const bdf::ThreadGroup<THREADS> g(threadIdx.x);
   const int tid = int(threadIdx.x);
@@ -323,7 +327,8 @@ potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
     T a[CL][R];
     bdf::warps_load<W>(a, S, LD);
     // 2. L L^H (potrf_warps' first barrier comes before anything is written to S)
-    const int fail = bdf::potrf_warps<NB, W>(n, a, S, LD, sl, sstep);  // ends after a barrier
+    const bool ride = SOLVE && nrhs > 0;  // the first right-hand side's forward solve in the factorization
+    const int fail = bdf::potrf_warps<NB, W, SOLVE>(n, a, S, LD, sl, sstep, ride ? sx : nullptr, sy, conj_l);  // ends after a barrier
     if (tid == 0) info[b] = fail;
     for (int q = tid; q < n * n; q += THREADS) {  // C's named triangle, stored orientation
       const int r = q % n, s = q / n;
@@ -333,11 +338,12 @@ potrf_warps_kernel(Mat A, Mat C, Vec B, long long b_col, Vec X, long long x_col,
     for (int k = 0; SOLVE && k < nrhs; ++k) {
       const T* bv = B.vector(b) + k * b_col;
       T* xv = X.vector(b) + k * x_col;
-      if (k > 0)
+      if (k > 0 || fail)  // (the first one holds y, or a failed matrix's partial solve)
         for (int i = tid; i < n; i += THREADS) sx[i] = bv[i * B.inc];
       if (!fail) {  // uniform
         g.sync();  // sx complete
-        bdf::trsv_window<T, 32, W>(g, S, LD, conj_l ? bdf::OP_R : bdf::OP_N, true, false, 0, n, sx, work);
+        if (k > 0)
+          bdf::trsv_window<T, 32, W>(g, S, LD, conj_l ? bdf::OP_R : bdf::OP_N, true, false, 0, n, sx, work);
         bdf::trsv_window<T, 32, W>(g, S, LD, conj_l ? bdf::OP_T : bdf::OP_C, false, false, 0, n, sx, work);
       }
       for (int i = tid; i < n; i += THREADS) xv[i * X.inc] = sx[i];

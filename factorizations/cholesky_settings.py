@@ -19,8 +19,9 @@ A setting becomes template arguments of ``factorizations/cholesky.cu``:
            or 128) holds it in registers, as LU's warps design: lane i of every warp rows
            i, i + 32, .., warp w the columns w, w + W, .. (bdf::potrf_warps, right-looking,
            one barrier a column with a one-column look-ahead); the matrix enters and the
-           factor leaves through shared memory, where POSV solves in the same launch (two
-           bdf::trsv_window).  Compiled where a thread's (nb / 32) x (nb / W) elements
+           factor leaves through shared memory, where POSV solves in the same launch (the
+           first right-hand side's L y = b rides through the factorization on a third
+           warp, then bdf::trsv_window for L^H x = y).  Compiled where a thread's (nb / 32) x (nb / W) elements
            take at most WARPS_REG_BYTES (no complex128 at nb = 128).
 ``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
            named triangle in shared memory (n x n elements), factors it column by
@@ -94,7 +95,8 @@ class CholeskySetting(DesignKinds):
         """Shared memory of the warps design: PotrfWarpsSmem<T, NB, THREADS>::total in cholesky.cu."""
         nb = self.nb
         sl = _align16(nb * (nb + 1) * itemsize)
-        sstep = _align16(sl + 4 * nb * itemsize + self.dim_x * GEMV_UNROLL * itemsize)
+        sy = _align16(sl + 4 * nb * itemsize + self.dim_x * GEMV_UNROLL * itemsize)
+        sstep = _align16(sy + 3 * itemsize)
         return _align16(sstep + 12)
 
     def thread_stage_bytes(self, n: int, nrhs: int, itemsize: int, smem_limit: int) -> int:

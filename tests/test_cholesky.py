@@ -749,8 +749,9 @@ def test_chooser_picks_registered_settings():
 def test_warps_plan():
     """The warps design: a block of DIM_X threads per matrix, the grid a block per matrix
     (capped), the shared memory of PotrfWarpsSmem (the matrix with ld nb + 1, the three
-    multiplier slots, the right-hand side, trsv_window's GEMV work, three flags), the same
-    with or without a solve; too large or not compiled: ValueError."""
+    multiplier slots, the right-hand side, trsv_window's GEMV work, three reciprocal
+    slots, three flags), the same with or without a solve; too large or not compiled:
+    ValueError."""
     limit = 227 * 1024
     w64, w64b, w128, w128b = WARPS_SETTINGS
     assert str(w128b) == "potrf_warps128x512" and w128b.template_args() == "128, 512" and w128b.warps
@@ -764,7 +765,8 @@ def test_warps_plan():
                 continue
             nb = s.nb
             smem = -(-(nb * (nb + 1) * itemsize) // 16) * 16 + (4 * nb + 4 * s.dim_x) * itemsize
-            smem = -(-(-(-smem // 16) * 16 + 12) // 16) * 16
+            smem = -(-(-(-smem // 16) * 16 + 3 * itemsize) // 16) * 16
+            smem = -(-(smem + 12) // 16) * 16
             for nrhs in (0, 1, 3):
                 plan = plan_cholesky(s, nb, itemsize, 70_000, limit, nrhs=nrhs)
                 assert (plan.grid, plan.block, plan.smem, plan.groups) == (70_000, s.dim_x, smem, 1)
