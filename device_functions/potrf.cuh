@@ -255,7 +255,7 @@ __device__ __forceinline__ void potrs_rows(int lane, int n, int steps, const T (
 //           NB), read by nobody during the steps and overwritten at the end; sl (3 NB
 //           elements), sstep (3 ints); with b: sb (n elements, visible to the block on
 //           entry), sy (3 elements).
-// Sync:     __syncthreads once a step and once at the end.
+// Sync:     __syncthreads once a step and once at the end (and the rider's __syncwarp).
 // Memory:   on exit S holds what potrf_lower_columns leaves in the lower triangle: the
 //           factor, or at a failure in column k - 1 the columns before it, the failed
 //           column updated and unscaled with its real pivot, and the columns after it
