@@ -266,7 +266,8 @@ potrf_blocked_kernel(Mat A, Mat C, int* info, int flags, long long count) {
 // Shared memory of potrf_warps_kernel (NB, THREADS): the logical L (NB + 1 by NB
 // elements), the multipliers' three slots (3 NB), the right-hand side (NB), trsv_window's
 // GEMV work (THREADS * GEMV_UNROLL), three slots of the pivots' reciprocal square roots
-// (the riding forward solve's, bdf::potrf_warps), then the three step flags.  The same sums as CholeskySetting.warps_bytes in cholesky_settings.py.
+// (the riding forward solve's, bdf::potrf_warps), then the three step flags.  The same
+// sums as CholeskySetting.warps_bytes in cholesky_settings.py.
 template <typename T, int NB, int THREADS> struct PotrfWarpsSmem {
   static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
   static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));

@@ -21,8 +21,9 @@ A setting becomes template arguments of ``factorizations/cholesky.cu``:
            one barrier a column with a one-column look-ahead); the matrix enters and the
            factor leaves through shared memory, where POSV solves in the same launch (the
            first right-hand side's L y = b rides through the factorization on a third
-           warp, then bdf::trsv_window for L^H x = y).  Compiled where a thread's (nb / 32) x (nb / W) elements
-           take at most WARPS_REG_BYTES (no complex128 at nb = 128).
+           warp, then bdf::trsv_window for L^H x = y).  Compiled where a thread's
+           (nb / 32) x (nb / W) elements take at most WARPS_REG_BYTES (no complex128 at
+           nb = 128).
 ``fused``  one thread group of DIM_X x DIM_Y threads per matrix keeps the whole
            named triangle in shared memory (n x n elements), factors it column by
            column (left-looking, one GEMV per column) and, for POSV, solves the
