@@ -22,7 +22,9 @@ gebrd, orgbr          bidiagonal reduction (LAPACK's compact output) and Q / P^H
 qr, lstsq             Householder QR; minimum-norm least squares by the SVD (any shape and rank)
 geqrf, orgqr, gels    LAPACK's QR, Q from its reflectors, least squares by QR; QrSetting
 svd, svdvals          batched SVD (NumPy's (U, S, Vh) order) and singular values: GEBRD -> ORGBR -> BDSQR;
-                      small real matrices (up to 32 x 32) by one-sided Jacobi on the GPU (GesvjSetting)
+                      small real matrices (up to 32 x 32) by one-sided Jacobi on the GPU (GesvjSetting),
+                      their values alone (10-32 in double, 17-32 in float) by GEBRD in registers + dqds
+                      (DqdsSetting)
 bdsqr                 SVD of real bidiagonal matrices, rotations applied to u / vt; BdsqrSetting
 
 Every routine above also accepts a ``dask.array.Array`` chunked along the batch
@@ -47,9 +49,11 @@ from .factorizations.gebrd_settings import GEBRD_SETTINGS, GebrdSetting
 from .factorizations.gebrd import gebrd, orgbr
 from .factorizations.qr_settings import QR_SETTINGS, QrSetting
 from .factorizations.qr import gels, geqrf, lstsq, orgqr, qr
-from .factorizations.svd_settings import BDSQR_SETTINGS, GESVJ_SETTINGS, BdsqrSetting, GesvjSetting
+from .factorizations.svd_settings import (BDSQR_SETTINGS, DQDS_SETTINGS, GESVJ_SETTINGS, BdsqrSetting,
+                                          DqdsSetting, GesvjSetting)
 from .factorizations.bdsqr import bdsqr
 from .factorizations import gesvj as _gesvj  # noqa: F401  (registers the Jacobi kernels)
+from .factorizations import svdvals_lanes as _svdvals_lanes  # noqa: F401  (registers the dqds kernels)
 from .factorizations.svd import svd, svdvals
 from . import _dask
 
@@ -70,4 +74,5 @@ __all__ = ["GEMM_SETTINGS", "GEMV_SETTINGS", "GemmSetting", "GemvSetting", "Poin
            "potrs", "GEBRD_SETTINGS", "GebrdSetting", "gebrd", "orgbr",
            "QR_SETTINGS", "QrSetting", "gels", "geqrf", "lstsq", "orgqr", "qr",
            "LU_SETTINGS", "LuSetting", "gesv", "getrf", "getrs", "inv", "lu_factor", "lu_solve", "solve",
-           "BDSQR_SETTINGS", "BdsqrSetting", "GESVJ_SETTINGS", "GesvjSetting", "bdsqr", "svd", "svdvals"]
+           "BDSQR_SETTINGS", "BdsqrSetting", "DQDS_SETTINGS", "DqdsSetting", "GESVJ_SETTINGS", "GesvjSetting",
+           "bdsqr", "svd", "svdvals"]

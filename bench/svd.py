@@ -4,9 +4,10 @@ Cases (the issue's list): C-ordered random (batch, n, n) matrices, float64 and
 float32; n = 8, 16, 32 with 32,768 matrices and n = 64, 128 with 1,024 and 256.
 ``trans`` in a row is "V" (values: ``svdvals``) or "UV" (``svd``,
 full_matrices=False).  ``--sweep`` also times ours with every BdsqrSetting
-(the GEBRD -> BDSQR pipeline; values: a thread or a warp per matrix) and every
+(the GEBRD -> BDSQR pipeline; values: a thread or a warp per matrix), every
 GesvjSetting that fits (one-sided Jacobi, values and vectors; the default for
-real matrices up to 32 x 32).
+real matrices up to 32 x 32 with vectors) and every DqdsSetting that fits
+(values only: GEBRD in registers, then dqds).
 
 Peers: ``torch`` = torch.linalg.svdvals / torch.linalg.svd(full_matrices=False)
 (left out without PyTorch); ``cupy`` = cupy.linalg.svd(compute_uv=False /
@@ -31,7 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from batched.factorizations.svd import svd, svdvals  # noqa: E402
-from batched.factorizations.svd_settings import BDSQR_SETTINGS, GESVJ_SETTINGS  # noqa: E402
+from batched.factorizations.svd_settings import BDSQR_SETTINGS, DQDS_SETTINGS, GESVJ_SETTINGS  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
@@ -109,7 +110,8 @@ def peer_cupy(c: Case, d: dict):
 
 def main(argv=None, print_table: bool = True) -> list:
     return harness.script_main("svd", "Batched SVD benchmark", argv, peers={"cupy": peer_cupy},
-                               torch_peer=peer_torch, traffic_fn=traffic, settings=BDSQR_SETTINGS + GESVJ_SETTINGS, limit=limit,
+                               torch_peer=peer_torch, traffic_fn=traffic,
+                               settings=BDSQR_SETTINGS + GESVJ_SETTINGS + DQDS_SETTINGS, limit=limit,
                                plot_metrics=("gflops",), all_cases=all_cases, quick_cases=quick_cases, ours=ours,
                                build=build, print_table=print_table)
 

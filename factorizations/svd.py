@@ -8,7 +8,9 @@ Each stage is one batched launch over every matrix on the GPU (no host round
 trip unless ``check=True`` asks for the info), or vectorized NumPy on the CPU.
 For small real matrices (up to 32 x 32; values, or values and vectors) the GPU
 default is one launch of one-sided Jacobi instead (:mod:`.gesvj`: no bidiagonal
-form, the matrix in registers, the scaling inside the kernel).
+form, the matrix in registers, the scaling inside the kernel), or, for values
+of the sizes where it measured faster, a bidiagonalization in registers and
+dqds on the bidiagonal (:mod:`.svdvals_lanes`, two launches).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 from .. import _arrays as ar
 from .._batch import MatrixBatch
 from . import _solvers as sv
-from .svd_settings import GesvjSetting, check_svd_setting, choose_gesvj_setting
+from .svd_settings import (DqdsSetting, GesvjSetting, check_svd_setting, choose_dqds_setting,
+                           choose_gesvj_setting)
 
 NOT_CONVERGED = sv.Failure("SVD did not converge",
                            "an unconverged iteration (BDSQR's superdiagonals, or the one-sided Jacobi's last "
@@ -42,14 +45,18 @@ def svdvals(A, *, check=True, setting=None, gebrd_setting=None):
         True (default): raise if a matrix's iteration did not converge or it
         holds NaN/Inf (this synchronizes with the GPU).  False: return
         ``(s, info)`` and never synchronize.
-    setting : BdsqrSetting or GesvjSetting, optional
+    setting : BdsqrSetting, GesvjSetting or DqdsSetting, optional
         A BdsqrSetting forces the GEBRD -> BDSQR pipeline and the bidiagonal
         QR's GPU setting (its ``maxitr`` caps the iteration on both backends).
         A GesvjSetting forces one-sided Jacobi (real matrices that fit it;
-        its ``max_sweeps`` caps the sweeps on both backends).  None: on the
-        GPU, one-sided Jacobi for real matrices with min(m, n) <= 32 and
-        max(m, n) <= 32 (``choose_gesvj_setting``), else the pipeline; on the
-        CPU, the pipeline.
+        its ``max_sweeps`` caps the sweeps on both backends).  A DqdsSetting
+        forces the bidiagonalization in registers followed by dqds (real
+        matrices that fit it; :mod:`.svdvals_lanes`).  None: on the GPU, for
+        real matrices with max(m, n) <= 32, dqds where it measured faster
+        (``choose_dqds_setting``: min(m, n) >= 10 in double, >= 17 in float,
+        nearly square) and one-sided Jacobi otherwise
+        (``choose_gesvj_setting``), else the pipeline; on the CPU, the
+        pipeline.
     gebrd_setting : GebrdSetting, optional
         Force the bidiagonalization's GPU setting (and so the pipeline).
 
@@ -59,8 +66,9 @@ def svdvals(A, *, check=True, setting=None, gebrd_setting=None):
         Descending, non-negative.  A list for list input.
     info : int32 array shaped like the batch ((count,) for lists), only with
         ``check=False``: 0; the number of unconverged superdiagonals
-        (pipeline) or the rotations of the last allowed sweep (Jacobi); or
-        min(m, n) for a matrix with NaN/Inf (its values are NaN).
+        (pipeline), the rotations of the last allowed sweep (Jacobi) or the
+        values dqds did not reach; or min(m, n) for a matrix with NaN/Inf (its
+        values are NaN).
 
     Raises
     ------
@@ -75,9 +83,9 @@ def svdvals(A, *, check=True, setting=None, gebrd_setting=None):
 
     Notes
     -----
-    Either path is backward stable: |s_i - s_ref_i| <= O(max(m, n) eps s_1)
-    (Householder bidiagonalization then Demmel-Kahan's bidiagonal QR, or
-    plane rotations of the columns until they are orthogonal to sqrt(max(m,
+    Every path is backward stable: |s_i - s_ref_i| <= O(max(m, n) eps s_1)
+    (Householder bidiagonalization then Demmel-Kahan's bidiagonal QR or dqds,
+    or plane rotations of the columns until they are orthogonal to sqrt(max(m,
     n)) eps, as LAPACK's xGESVJ; see factorizations/gesvj.py).  Unlike SciPy there is no
     ``check_finite``: NaN/Inf give NaN values for that matrix only.
     """
@@ -203,6 +211,12 @@ def _array(A, uv, full, setting, gebrd_setting):
             return None, S, None, info
         eye = lambda r, c: xp.broadcast_to(xp.eye(r, c, dtype=A.dtype), (*batch, r, c)).copy()  # noqa: E731
         return eye(m, m if full else k), S, eye(n if full else k, n), info
+    dqds = _dqds_setting(A, xp, m, n, uv, setting, gebrd_setting)
+    if dqds is not None:
+        from .svdvals_lanes import svdvals_lanes
+
+        S, info = svdvals_lanes(A, dqds)
+        return None, S, None, info
     jacobi = _jacobi_setting(A, xp, m, n, uv, full, setting, gebrd_setting)
     if jacobi is not None:
         from .gesvj import gesvj
@@ -230,6 +244,25 @@ def _array(A, uv, full, setting, gebrd_setting):
         U = Vh = None
     S = S / f.astype(rdt)[..., None]
     return U, S, Vh, info
+
+
+def _dqds_setting(A, xp, m, n, uv, setting, gebrd_setting):
+    """The bidiagonalization-in-registers + dqds setting for A (values only), or None.
+
+    Forced by a DqdsSetting (real matrices that fit it, no vectors); chosen by
+    default on the GPU for values of real matrices up to max(m, n) =
+    DQDS_DEFAULT_MAX_LENGTH, unless another setting is given."""
+    if isinstance(setting, DqdsSetting):
+        if uv:
+            raise ValueError("a DqdsSetting computes singular values only (compute_uv=False or svdvals)")
+        if A.dtype.kind != "f":
+            raise ValueError(f"a DqdsSetting takes float32 or float64 matrices, got {A.dtype}")
+        if gebrd_setting is not None:
+            raise ValueError("gebrd_setting does not apply to a DqdsSetting (its own bidiagonalization)")
+        return setting
+    if uv or setting is not None or gebrd_setting is not None or xp is np:
+        return None
+    return choose_dqds_setting(min(m, n), max(m, n), A.dtype)
 
 
 def _jacobi_setting(A, xp, m, n, uv, full, setting, gebrd_setting):

@@ -224,8 +224,71 @@ def choose_gesvj_setting(k: int, length: int, dtype, limit_k: int = GESVJ_DEFAUL
     return None
 
 
+# --- GEBRD in registers, then dqds (values of small real matrices) ---------------------------
+
+PASSES_PER_VALUE = 30    # dqds transforms allowed per value (info > 0 past them)
+
+
+@dataclass(frozen=True)
+class DqdsSetting:
+    """Singular values (only) of small real matrices in two launches
+    (``factorizations/svdvals_lanes.cu``): ``group`` lanes hold a matrix of at
+    most ``group`` rows (max(m, n)) and ``cols`` columns (min(m, n)) in
+    registers and reduce it to bidiagonal form; then a thread per matrix runs
+    dqds on the bidiagonal, at most ``passes_per_value * min(m, n)`` transforms."""
+
+    group: int
+    cols: int
+    passes_per_value: int = PASSES_PER_VALUE
+
+    def fits(self, k: int, length: int) -> bool:
+        return k <= self.cols and length <= self.group
+
+    def template_args(self) -> str:
+        return f"{self.group}, {self.cols}"
+
+    def __str__(self) -> str:
+        extra = "" if self.passes_per_value == PASSES_PER_VALUE else f"_passes{self.passes_per_value}"
+        return f"dqds_g{self.group}_c{self.cols}{extra}"
+
+
+DQDS_SETTINGS = (DqdsSetting(8, 8), DqdsSetting(16, 16), DqdsSetting(32, 32))
+DQDS_DEFAULT_MAX_LENGTH = 32   # the chooser's reach (max(m, n))
+# The chooser's switch from one-sided Jacobi, measured on the H100 (32,768 random
+# matrices, values; Jacobi's time / ours, scratch A/B of session 36): double square
+# k = 6 0.97, 8 0.87, 10 2.1, 12 1.8, 14 1.55, 16 1.35, 20 1.85, 24 1.6, 28 1.2, 32 1.3;
+# float 6 0.94, 8 1.0, 10 1.3, 12 1.1, 14 0.93, 16 0.81 (Jacobi's 16-column setting is
+# its best), 20 1.8, 24 1.56, 28 1.37, 32 1.2; tall ones lose (16 x 8 0.55, 24 x 12
+# 0.68, 32 x 16 0.5, 32 x 8 0.39) unless nearly square (32 x 24 1.6).
+DQDS_FROM_K = {4: 17, 8: 10}   # itemsize -> the smallest min(m, n) the chooser gives dqds
+DQDS_MAX_ASPECT = 1.5          # ... and max(m, n) <= 1.5 min(m, n)
+
+
+def choose_dqds_setting(k: int, length: int, dtype, limit: int = DQDS_DEFAULT_MAX_LENGTH):
+    """The registered DqdsSetting for min(m, n) = k, max(m, n) = length and a real
+    ``dtype`` (the first that fits), or None: complex types, length > ``limit``,
+    or where one-sided Jacobi measured faster (k below DQDS_FROM_K, or a matrix
+    more than DQDS_MAX_ASPECT times as long as wide)."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" or length > limit or k < DQDS_FROM_K[dtype.itemsize] or length > DQDS_MAX_ASPECT * k:
+        return None
+    for s in DQDS_SETTINGS:
+        if s.fits(k, length):
+            return s
+    return None
+
+
 def check_svd_setting(setting) -> None:
-    """``setting`` of svdvals / svd: None, a BdsqrSetting or a GesvjSetting."""
+    """``setting`` of svdvals / svd: None, a BdsqrSetting, a GesvjSetting or a DqdsSetting."""
+    if isinstance(setting, DqdsSetting):
+        if (setting.group, setting.cols) not in {(s.group, s.cols) for s in DQDS_SETTINGS}:
+            raise ValueError(f"setting {setting!r} is not a registered dqds setting (group, cols): "
+                             f"{[str(s) for s in DQDS_SETTINGS]}")
+        if not isinstance(setting.passes_per_value, int) or setting.passes_per_value < 0:
+            raise ValueError(f"setting {setting!r}: passes_per_value must be a non-negative int")
+        return
     if isinstance(setting, GesvjSetting):
         if setting not in {GesvjSetting(s.cols, s.group, s.rows_per_lane, setting.max_sweeps)
                            for s in GESVJ_SETTINGS}:
@@ -235,5 +298,6 @@ def check_svd_setting(setting) -> None:
             raise ValueError(f"setting {setting!r}: max_sweeps must be a non-negative int")
         return
     if setting is not None and not isinstance(setting, BdsqrSetting):
-        raise TypeError(f"setting must be a BdsqrSetting, a GesvjSetting or None, got {type(setting).__name__}")
+        raise TypeError("setting must be a BdsqrSetting, a GesvjSetting, a DqdsSetting or None, "
+                        f"got {type(setting).__name__}")
     check_bdsqr_setting(setting)

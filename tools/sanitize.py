@@ -624,9 +624,31 @@ def section_gesvj():
         checks += 3
 
 
+def section_dqds():
+    # values by GEBRD in registers + dqds: every registered setting at its limits (both
+    # orientations) and below (k = 1, odd k); batch 1 and 65,537 at k = 0/1/15/16/31/32;
+    # NaN in one matrix; passes_per_value = 0 (info, no endless loop).
+    global checks
+    for dtype in (np.float64,) if race else (np.float32, np.float64):
+        for s in bt.DQDS_SETTINGS:
+            for m, n in {(s.group, s.cols), (s.cols, s.group), (1, 1), (s.cols - 1, s.cols - 1), (s.group, 1)}:
+                bt.svdvals(rand((3, m, n), dtype), setting=s, check=False)
+                checks += 1
+            for k in (0, 1, s.cols - 1, s.cols):
+                for batch in (1, 3) if race else (1, 65537):
+                    bt.svdvals(rand((batch, k, k), dtype), setting=s, check=False)
+                    checks += 1
+        A = rand((5, 16, 16), dtype)
+        A[2, 3, 4] = np.nan
+        A[3] = 0
+        bt.svdvals(A, setting=bt.DqdsSetting(16, 16), check=False)
+        bt.svdvals(A, setting=bt.DqdsSetting(16, 16, passes_per_value=0), check=False)
+        checks += 2
+
+
 SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, "trsv": section_trsv,
             "lu": section_lu, "lu_direct": section_lu_direct, "cholesky": section_cholesky, "qr": section_qr, "gebrd": section_gebrd,
-            "svd": section_svd, "gesvj": section_gesvj}
+            "svd": section_svd, "gesvj": section_gesvj, "dqds": section_dqds}
 # Parts of a section, for --only (not run by default: their section runs them).
 PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
          "lu_pipeline": section_lu_pipeline, "cholesky_blocked": section_cholesky_blocked}

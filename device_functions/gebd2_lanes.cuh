@@ -1,0 +1,154 @@
+// gebd2_lanes.cuh: Householder bidiagonalization (LAPACK xGEBD2's reflectors)
+// of ONE small real matrix held in the registers of a group of G lanes, for its
+// singular values only: the reflectors are applied and dropped, only the
+// diagonal d and the superdiagonal e are kept.
+//
+// Threads:  a ThreadGroup<G> (G a power of two <= 32; 32 / G groups share a warp).
+//           Lane `rank` holds row `rank` of an l x k matrix, l >= k, l <= G, k <= NC:
+//           a[c] is column c.  Rows and columns past the matrix are zero.
+// Step j:   the left reflector of column j (rows j..l-1) is built from a group sum of
+//           squares and the diagonal entry shuffled from lane j; its v_i is lane i's
+//           own number, so applying it to column c > j is one group sum
+//           (w_c = sum_i v_i a_ic, a butterfly) and a multiply-add a lane.  The right
+//           reflector of row j (columns j+1..k-1) lives in lane j's registers: the
+//           row is shuffled to every lane, each builds the same reflector (no
+//           reduction: the whole row is in hand) and applies it to its own row (a dot
+//           product and multiply-adds in registers).  Rows at or above j are never
+//           read again, so the lanes update them without a mask.  The group sums of
+//           the left update go through shared memory (Gebd2LanesShared: each lane
+//           stores its products, lane c adds column c's, all read the sums back);
+//           as butterflies they were four shuffles a column and step, two
+//           instructions each in double, and the kernel was bound by them.
+// Result:   d_j and e_j (the bidiagonal's, upper since l >= k) in lane j's `d` and
+//           `e` (e for j < k - 1 only).  Signs are LAPACK's (beta = -sign(alpha) norm);
+//           the singular values do not depend on them.
+// Numbers:  the caller scales the matrix by a power of two so that its largest entry
+//           is in [1/2, 1): sums of squares cannot overflow, and entries below about
+//           sqrt(tiny) whose squares underflow are dropped as zero (an absolute error
+//           far below eps times the largest singular value).  xLARFG's rescaling loop
+//           is therefore not needed.  Square roots and reciprocals come from the
+//           hardware approximations refined by Newton steps (an ulp or two, as good as
+//           rounded operations for the reflectors' backward stability).
+// Sync:     shuffles and the group's __syncwarp (g.sync(), twice a step); every lane of
+//           the group takes part in each.
+#pragma once
+#include "common.cuh"
+#include "bdsqr.cuh"  // bd_sqrt
+
+namespace bdf {
+
+// Per group: the products v_i a_ic of a left reflector, a column per row of `tile`
+// (lane i writes tile[c][i], lane c sums tile[c][.]; the row padded by two), and the
+// sums w_c (times tau) that every lane reads back.  (Reading the row and the sums 16
+// bytes at a time measured slower: 1.8 against 1.2 ms at 32 x 32 in double, 180
+// registers against 164.)
+template <int G, int NC, typename R> struct Gebd2LanesShared {
+  R tile[NC][G + 2];
+  R w[NC];
+};
+
+// sqrt(w) and 1 / y to an ulp or two from the approximations and Newton steps (two in
+// double, one in float); the callers keep w and y normal numbers.
+__device__ __forceinline__ float lanes_rcp(float y) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return fmaf(r, fmaf(-y, r, 1.0f), r);
+}
+__device__ __forceinline__ double lanes_rcp(double y) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(y));
+  r = fma(r, fma(-y, r, 1.0), r);
+  return fma(r, fma(-y, r, 1.0), r);
+}
+__device__ __forceinline__ float lanes_sqrt(float w) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(w));
+  const float s = w * y;
+  return fmaf(0.5f * y, fmaf(-s, s, w), s);
+}
+__device__ __forceinline__ double lanes_sqrt(double w) {
+  double y;
+  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(w));
+  y = y * fma(-0.5 * w, y * y, 1.5);
+  y = y * fma(-0.5 * w, y * y, 1.5);
+  const double s = w * y;
+  return fma(0.5 * y, fma(-s, s, w), s);
+}
+
+// The reflector H = I - tau v v^T with H [alpha; x] = [beta; 0], v = [1; x * scale],
+// from alpha and the sum of squares s2 of x.  H = I (tau = 0, scale = 0) when s2 = 0,
+// and also when alpha^2 + s2 is below the smallest normal number: x is then below
+// sqrt(tiny) and is dropped (see Numbers).
+template <typename R> struct LanesReflector {
+  R beta, tau, scale;
+  __device__ __forceinline__ LanesReflector(R alpha, R s2) {
+    const R w = alpha * alpha + s2;
+    if (s2 == R(0) || !(w >= BdLimits<R>::tiny)) {
+      beta = alpha;
+      tau = R(0);
+      scale = R(0);
+    } else {
+      const R norm = lanes_sqrt(w);
+      beta = alpha >= R(0) ? -norm : norm;
+      tau = (beta - alpha) * lanes_rcp(beta);
+      scale = lanes_rcp(alpha - beta);
+    }
+  }
+};
+
+template <int G, int NC, typename R>
+__device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k, R& d, R& e,
+                                            Gebd2LanesShared<G, NC, R>& sh) {
+  const unsigned mask = g.lanes();
+  const int base = int(threadIdx.x & 31u) & ~(G - 1);
+  const int i = g.rank;
+  d = R(0);
+  e = R(0);
+#pragma unroll
+  for (int j = 0; j < NC; ++j) {
+    if (j >= k) break;
+    // Left: column j, rows j..l-1.  w_c = sum_i v_i a_ic through the tile.
+    const R x = a[j];
+    const R s2 = butterfly_sum<1, G>(i > j ? x * x : R(0), mask);
+    const LanesReflector<R> hl(shfl_idx(x, base + j, mask), s2);
+    if (i == j) d = hl.beta;
+    if (j + 1 >= k) break;
+    const R v = i == j ? R(1) : (i > j ? x * hl.scale : R(0));
+#pragma unroll
+    for (int c = j + 1; c < NC; ++c)
+      if (c < k) sh.tile[c][i] = v * a[c];
+    g.sync();
+    if (i > j && i < k) {
+      R w = R(0);
+#pragma unroll
+      for (int r = j; r < G; ++r) w += sh.tile[i][r];
+      sh.w[i] = hl.tau * w;
+    }
+    g.sync();
+#pragma unroll
+    for (int c = j + 1; c < NC; ++c)
+      if (c < k) a[c] -= sh.w[c] * v;
+    // Right: row j (lane j), columns j+1..k-1.
+    R r[NC];
+    R t2 = R(0);
+#pragma unroll
+    for (int c = j + 1; c < NC; ++c) {
+      r[c] = c < k ? shfl_idx(a[c], base + j, mask) : R(0);
+      if (c > j + 1) t2 += r[c] * r[c];
+    }
+    const LanesReflector<R> hr(r[j + 1], t2);
+    if (i == j) e = hr.beta;
+    R y = a[j + 1];
+#pragma unroll
+    for (int c = j + 2; c < NC; ++c) {
+      r[c] *= hr.scale;
+      y += a[c] * r[c];
+    }
+    y *= hr.tau;
+    a[j + 1] -= y;
+#pragma unroll
+    for (int c = j + 2; c < NC; ++c) a[c] -= y * r[c];
+  }
+}
+
+}  // namespace bdf

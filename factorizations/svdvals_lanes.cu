@@ -1,0 +1,111 @@
+// Singular values of many small real matrices in two launches: the bidiagonal of
+// each matrix from a group of lanes that holds it in registers
+// (device_functions/gebd2_lanes.cuh), then the bidiagonal's values by dqds on a
+// thread per matrix (device_functions/lasq.cuh).
+//
+// gebd2_lanes_kernel: A through a matrix accessor (matrix b column-major M, p x q,
+//   leading dimension ld; a C-ordered user array arrives as its transpose, which has
+//   the same values).  The group holds M when q <= p and M^T otherwise (rows over
+//   the lanes, max(p, q) <= G rows, min(p, q) <= NC columns), scales it by 2^-x
+//   (exact) so that its largest entry is in [1/2, 1), and writes the bidiagonal:
+//   d at d_out + b * k_ld (k = min(p, q) entries), e at e_out + b * k_ld (k - 1), and
+//   x at scale[b].  NaN/Inf in the matrix: d all NaN.  A grid-stride loop, each
+//   group on its own matrices (no barrier between groups).
+// lasq_kernel: thread b takes d, e and scale[b] (all of order k), runs dqds in
+//   dynamic shared memory (4 k entries a thread, interleaved), and writes the k
+//   values, descending, times 2^x, at s + b * s_ld; info[b] = 0, the count of values
+//   that did not converge in max_passes transforms, or k for NaN/Inf (values NaN).
+#include "common.cuh"
+#include "layouts.cuh"
+#include "gebd2_lanes.cuh"
+#include "lasq.cuh"
+
+constexpr int GEBD2_LANES_THREADS = 128;
+
+template <class MatA, int G, int NC>
+__global__ void __launch_bounds__(GEBD2_LANES_THREADS)
+gebd2_lanes_kernel(MatA A, typename MatA::value_type* d_out, typename MatA::value_type* e_out, long long k_ld,
+                   int* scale, long long count) {
+  using R = typename MatA::value_type;
+  static_assert(NC >= 1 && NC <= G && G <= 32, "at most G columns, G <= 32 rows");
+  constexpr int GROUPS = GEBD2_LANES_THREADS / G;
+  __shared__ bdf::Gebd2LanesShared<G, NC, R> sh[GROUPS];
+  const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
+  const int grp = int(threadIdx.x / G);
+  for (long long b = (long long)blockIdx.x * GROUPS + grp; b < count; b += (long long)gridDim.x * GROUPS) {
+    const R* mat = A.matrix(b);
+    const int p = A.rows(b), q = A.cols(b);
+    const long long ld = A.ldim(b);
+    const bool on_cols = q <= p;
+    const int rows = on_cols ? p : q, cols = on_cols ? q : p;
+    const long long rs = on_cols ? 1 : ld, cs = on_cols ? ld : 1;
+    R a[NC];
+    R amax = R(0);
+    bool bad = false;
+    const int i = g.rank;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const R x = (i < rows && c < cols) ? mat[i * rs + c * cs] : R(0);
+      a[c] = x;
+      bad = bad || !bdf::bd_finite(x);
+      amax = bdf::bd_max(amax, bdf::bd_abs(x));
+    }
+#pragma unroll
+    for (int s = G / 2; s >= 1; s /= 2) amax = bdf::bd_max(amax, bdf::shfl_xor(amax, s, g.lanes()));
+    bad = __any_sync(g.lanes(), bad);
+    R* db = d_out + b * k_ld;
+    R* eb = e_out + b * k_ld;
+    if (bad) {
+      if (i < cols) db[i] = bdf::bd_nan<R>();
+      if (i == 0) scale[b] = 0;
+      continue;
+    }
+    const int x = amax > R(0) ? bdf::bd_exponent(amax) : 0;
+    if (x != 0) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c) a[c] = bdf::bd_ldexp(a[c], -x);
+    }
+    R d, e;
+    bdf::gebd2_lanes(g, a, cols, d, e, sh[grp]);
+    if (i < cols) db[i] = d;
+    if (i + 1 < cols) eb[i] = e;
+    if (i == 0) scale[b] = x;
+  }
+}
+
+template <typename R>
+__global__ void __launch_bounds__(128)
+lasq_kernel(const R* d_in, const R* e_in, long long k_ld, const int* scale, long long count, int k, R* s_out,
+            long long s_ld, int* info, int max_passes) {
+  extern __shared__ unsigned char lasq_smem[];
+  const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= count) return;
+  const bdf::LasqArray<R> z{reinterpret_cast<R*>(lasq_smem) + threadIdx.x, int(blockDim.x)};
+  const R* db = d_in + b * k_ld;
+  const R* eb = e_in + b * k_ld;
+  R* sb = s_out + b * s_ld;
+  bool bad = false;
+  for (int j = 0; j < k; ++j) {
+    const R dj = db[j], ej = j + 1 < k ? eb[j] : R(0);
+    bad = bad || !bdf::bd_finite(dj) || !bdf::bd_finite(ej);
+    z.q(0, j) = dj * dj;
+    z.e(0, j) = ej * ej;
+  }
+  if (bad) {
+    for (int j = 0; j < k; ++j) sb[j] = bdf::bd_nan<R>();
+    info[b] = k;
+    return;
+  }
+  info[b] = bdf::lasq_values(z, k, max_passes);
+  // Descending: value j goes after the larger ones and the equal ones before it.
+  const int x = scale[b];
+  for (int j = 0; j < k; ++j) {
+    const R vj = z.q(0, j);
+    int pos = 0;
+    for (int t = 0; t < k; ++t) {
+      const R vt = z.q(0, t);
+      pos += (vt > vj || (vt == vj && t < j)) ? 1 : 0;
+    }
+    sb[pos] = bdf::bd_ldexp(bdf::bd_sqrt(bdf::bd_max(vj, R(0))), x);
+  }
+}
