@@ -82,7 +82,7 @@ template <typename R> struct LasqArray {
 // d and `last` says whether it was the final one, d_n0.
 template <typename R>
 __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, int n0, R tau, R& dmin, R& dn,
-                                               bool& last) {
+                                               bool& last, R& emin, R& qmax) {
   // The entry i of a copy and entry i + 1 are 4 s apart; the reads run one entry ahead
   // of the writes (the copies never overlap), off the chain through d.
   const int step = 4 * z.s;
@@ -92,7 +92,7 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
   last = i0 == n0;
   dn = d;
   if (!(d >= R(0))) return false;
-  R low = d;
+  R low = d, e_low = R(1e30), q_high = R(0);  // the arrays' entries are at most about n
   R e_i = R(0), q_next = R(0);
   if (i0 < n0) {
     e_i = src[z.s];
@@ -103,7 +103,8 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
     // of d t as d / qh -> 1, and the only way when d = 0 too).
     const R qh = d + e_i;
     const bool split = e_i == R(0);
-    const R t = lasq_divide(q_next, qh);
+    const R q_i1 = q_next;  // q_{i+1}; the registers are refilled with entry i + 1's below
+    const R t = lasq_divide(q_i1, qh);
     const R e_new = split ? R(0) : e_i * t;
     if (i + 1 < n0) {
       e_i = src[step + z.s];
@@ -113,17 +114,21 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
     dst[z.s] = e_new;
     src += step;
     dst += step;
-    d = (split ? q_next : d * t) - tau;
+    d = (split ? q_i1 : d * t) - tau;
     if (!(d >= R(0))) {
       dn = d;
       last = i + 1 == n0;
       return false;
     }
     low = bd_min(low, d);
+    e_low = bd_min(e_low, e_new);
+    q_high = bd_max(q_high, qh);
   }
   dst[0] = d;
   dmin = low;
   dn = d;
+  emin = e_low;
+  qmax = q_high;
   return true;
 }
 
@@ -194,12 +199,13 @@ template <typename R> __device__ int lasq_values(LasqArray<R> z, int n, int max_
       return left;
     }
     R tau = lasq_shift(z, p, i0, n0, dmin, dn);
+    R emin, qmax;  // the transform's smallest e and largest q: no split unless emin is small
     bool ok = false;
     for (int fails = 0; passes < max_passes; ++fails) {
       ++passes;
       bool last;
       R dfail;
-      ok = lasq_transform(z, p, i0, n0, tau, dmin, dfail, last);
+      ok = lasq_transform(z, p, i0, n0, tau, dmin, dfail, last, emin, qmax);
       if (ok) {
         dn = dfail;
         break;
@@ -210,7 +216,9 @@ template <typename R> __device__ int lasq_values(LasqArray<R> z, int n, int max_
     if (!ok) continue;  // out of passes: the test above ends it
     p = 1 - p;
     sigma += tau;
-    if (p == 0) {  // every split gets its marker (a zero e is one too, and needs this sigma)
+    // Every split gets its marker (a zero e is one too, and needs this sigma); the scan
+    // is skipped when even the smallest new e is above the test with the largest new q.
+    if (p == 0 && emin <= tol2 * (sigma + qmax)) {
       int top = i0;
       for (int i = n0 - 2; i >= i0; --i) {
         if (z.e(0, i) <= tol2 * (sigma + z.q(0, i + 1))) {

@@ -193,7 +193,7 @@ def _lasq_one(d, e, max_passes):
         fails = 0
         while passes < max_passes:
             passes += 1
-            ok, dmin_t, dn_t, last = _lasq_transform(z, p, i0, n0, tau)
+            ok, dmin_t, dn_t, last, emin_t, qmax_t = _lasq_transform(z, p, i0, n0, tau)
             if ok:
                 dmin, dn = dmin_t, dn_t
                 break
@@ -205,7 +205,7 @@ def _lasq_one(d, e, max_passes):
             continue
         p = 1 - p
         sigma += tau
-        if p == 0:
+        if p == 0 and emin_t <= tol2 * (sigma + qmax_t):
             top = i0
             for i in range(n0 - 2, i0 - 1, -1):
                 if z[i, 0, 1] <= tol2 * (sigma + z[i + 1, 0, 0]):
@@ -217,12 +217,12 @@ def _lasq_one(d, e, max_passes):
 
 
 def _lasq_transform(z, p, i0, n0, tau):
-    """lasq_transform: (ok, dmin, dn, last); copy p intact when not ok, and then dn
-    is the negative d and ``last`` whether it was d_n0."""
+    """lasq_transform: (ok, dmin, dn, last, emin, qmax); copy p intact when not ok,
+    and then dn is the negative d and ``last`` whether it was d_n0."""
     d = z[i0, p, 0] - tau
     if not d >= 0:
-        return False, d, d, i0 == n0
-    dmin = d
+        return False, d, d, i0 == n0, None, None
+    dmin, emin, qmax = d, 1e30, 0.0
     for i in range(i0, n0):
         qh = d + z[i, p, 1]
         split = z[i, p, 1] == 0
@@ -232,10 +232,12 @@ def _lasq_transform(z, p, i0, n0, tau):
         z[i, 1 - p, 1] = 0 if split else z[i, p, 1] * t
         d = (z[i + 1, p, 0] if split else d * t) - tau
         if not d >= 0:
-            return False, d, d, i + 1 == n0
+            return False, d, d, i + 1 == n0, None, None
         dmin = min(dmin, d)
+        emin = min(emin, z[i, 1 - p, 1])
+        qmax = max(qmax, qh)
     z[n0, 1 - p, 0] = d
-    return True, dmin, d, True
+    return True, dmin, d, True, emin, qmax
 
 
 def _lasq_shift(z, p, i0, n0, dmin, dn):
