@@ -90,15 +90,20 @@ template <typename R> struct LanesReflector {
     } else {
       const R norm = lanes_sqrt(w);
       beta = alpha >= R(0) ? -norm : norm;
-      tau = (beta - alpha) * lanes_rcp(beta);
-      scale = lanes_rcp(alpha - beta);
+      // one reciprocal for both: |beta (alpha - beta)| is in [w, 2 w], a normal number
+      const R gap = alpha - beta, rp = lanes_rcp(beta * gap);
+      tau = -(gap * gap) * rp;  // (beta - alpha) / beta
+      scale = beta * rp;        // 1 / (alpha - beta)
     }
   }
 };
 
-template <int G, int NC, typename R>
-__device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k, R& d, R& e,
+// FULL: k == NC, known at compile time (no guard on a column index: the unrolled steps
+// are one basic block each, which the compiler schedules across columns).
+template <int G, int NC, bool FULL, typename R>
+__device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_run, R& d, R& e,
                                             Gebd2LanesShared<G, NC, R>& sh) {
+  const int k = FULL ? NC : k_run;
   const unsigned mask = g.lanes();
   const int base = int(threadIdx.x & 31u) & ~(G - 1);
   const int i = g.rank;

@@ -66,7 +66,10 @@ gebd2_lanes_kernel(MatA A, typename MatA::value_type* d_out, typename MatA::valu
       for (int c = 0; c < NC; ++c) a[c] = bdf::bd_ldexp(a[c], -x);
     }
     R d, e;
-    bdf::gebd2_lanes(g, a, cols, d, e, sh[grp]);
+    if (cols == NC)  // the common case, without column guards (gebd2_lanes' FULL)
+      bdf::gebd2_lanes<G, NC, true>(g, a, cols, d, e, sh[grp]);
+    else
+      bdf::gebd2_lanes<G, NC, false>(g, a, cols, d, e, sh[grp]);
     if (i < cols) db[i] = d;
     if (i + 1 < cols) eb[i] = e;
     if (i == 0) scale[b] = x;
