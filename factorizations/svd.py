@@ -15,7 +15,6 @@ dqds on the bidiagonal (:mod:`.svdvals_lanes`, two launches).
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 

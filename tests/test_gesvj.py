@@ -20,8 +20,8 @@ from batched.factorizations.svd import svd, svdvals
 from batched.factorizations.svd_settings import (GESVJ_SETTINGS, BdsqrSetting, GesvjSetting,
                                                  choose_gesvj_setting)
 from conftest import assert_unchanged, snapshot, to_np, to_xp
-from strategies import MATRIX_LAYOUTS, SETTINGS, arrange
-from test_svd import KINDS, THRESHOLD, matrices, value_ratio, vector_ratios
+from strategies import SETTINGS
+from test_svd import KINDS, THRESHOLD, draw_small_real, matrices, value_ratio, vector_ratios
 
 REAL = (np.float32, np.float64)
 
@@ -84,18 +84,9 @@ def test_vectors_of_every_setting_at_its_edges(xp, setting, dtype):
 @given(data=st.data())
 @SETTINGS
 def test_jacobi_property(xp, data):
-    setting = data.draw(st.sampled_from(GESVJ_SETTINGS), label="setting")
-    k = data.draw(st.integers(1, setting.cols), label="k")
-    length = data.draw(st.integers(k, setting.rows_max), label="length")
-    wide = data.draw(st.booleans(), label="wide")
-    m, n = (k, length) if wide else (length, k)
-    dtype = data.draw(st.sampled_from(REAL), label="dtype")
-    layout = data.draw(st.sampled_from(MATRIX_LAYOUTS), label="layout")
-    batch = data.draw(st.sampled_from([(), (0,), (1,), (3,), (2, 2)]), label="batch")
-    kind = data.draw(st.sampled_from(KINDS), label="kind")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    A, _ = matrices(rng, batch, m, n, dtype, kind)
-    Ax = arrange(xp, A, layout)
+    setting, A, Ax = draw_small_real(xp, data, GESVJ_SETTINGS, lambda s: s.cols, lambda s: s.rows_max)
+    batch, (m, n) = A.shape[:-2], A.shape[-2:]
+    k = min(m, n)
     before = snapshot(Ax)
     if data.draw(st.booleans(), label="vectors"):
         U, S, Vh, info = svd(Ax, setting=setting, check=False)

@@ -90,6 +90,25 @@ def reference_values(A):
     return out.reshape(*batch, k)
 
 
+def draw_small_real(xp, data, settings, cols, rows):
+    """A drawn case for the small real designs (one-sided Jacobi, dqds): a setting of
+    ``settings``, k <= cols(setting) and max(m, n) <= rows(setting) in either
+    orientation, a real dtype, a layout, a batch shape and one of LAPACK's kinds.
+    Returns (setting, A as NumPy, A arranged for xp)."""
+    setting = data.draw(st.sampled_from(settings), label="setting")
+    k = data.draw(st.integers(1, cols(setting)), label="k")
+    length = data.draw(st.integers(k, rows(setting)), label="length")
+    wide = data.draw(st.booleans(), label="wide")
+    m, n = (k, length) if wide else (length, k)
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    layout = data.draw(st.sampled_from(MATRIX_LAYOUTS), label="layout")
+    batch = data.draw(st.sampled_from([(), (0,), (1,), (3,), (2, 2)]), label="batch")
+    kind = data.draw(st.sampled_from(KINDS), label="kind")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    A, _ = matrices(rng, batch, m, n, dtype, kind)
+    return setting, A, arrange(xp, A, layout)
+
+
 def value_ratio(S, A):
     S = to_np(S)
     ref = reference_values(A)

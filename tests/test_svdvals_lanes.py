@@ -23,8 +23,8 @@ from batched.factorizations.svd_settings import (DQDS_SETTINGS, DqdsSetting, cho
                                                  choose_gesvj_setting)
 from batched.factorizations.svdvals_lanes import _lasq_one, lasq_plan, svdvals_lanes
 from conftest import assert_unchanged, snapshot, to_np, to_xp
-from strategies import MATRIX_LAYOUTS, SETTINGS, arrange
-from test_svd import KINDS, THRESHOLD, matrices, value_ratio
+from strategies import SETTINGS
+from test_svd import KINDS, THRESHOLD, draw_small_real, matrices, value_ratio
 
 REAL = (np.float32, np.float64)
 
@@ -54,18 +54,8 @@ def test_every_setting_at_its_edges(xp, setting, dtype):
 @given(data=st.data())
 @SETTINGS
 def test_dqds_property(xp, data):
-    setting = data.draw(st.sampled_from(DQDS_SETTINGS), label="setting")
-    k = data.draw(st.integers(1, setting.cols), label="k")
-    length = data.draw(st.integers(k, setting.group), label="length")
-    wide = data.draw(st.booleans(), label="wide")
-    m, n = (k, length) if wide else (length, k)
-    dtype = data.draw(st.sampled_from(REAL), label="dtype")
-    layout = data.draw(st.sampled_from(MATRIX_LAYOUTS), label="layout")
-    batch = data.draw(st.sampled_from([(), (0,), (1,), (3,), (2, 2)]), label="batch")
-    kind = data.draw(st.sampled_from(KINDS), label="kind")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    A, _ = matrices(rng, batch, m, n, dtype, kind)
-    Ax = arrange(xp, A, layout)
+    setting, A, Ax = draw_small_real(xp, data, DQDS_SETTINGS, lambda s: s.cols, lambda s: s.group)
+    batch, k = A.shape[:-2], min(A.shape[-2:])
     before = snapshot(Ax)
     S, info = svdvals(Ax, setting=setting, check=False)
     assert S.shape == (*batch, k) and info.shape == batch and not to_np(info).any()
