@@ -15,7 +15,6 @@ dqds on the bidiagonal (:mod:`.svdvals_lanes`, two launches).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import _arrays as ar
