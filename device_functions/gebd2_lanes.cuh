@@ -33,7 +33,7 @@
 //           the group takes part in each.
 #pragma once
 #include "common.cuh"
-#include "bdsqr.cuh"  // bd_sqrt
+#include "bdsqr.cuh"  // BdLimits
 
 namespace bdf {
 

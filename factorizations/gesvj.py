@@ -125,6 +125,18 @@ def _gesvj_cupy(A, batch, m, n, setting, vectors):
     return (U, s, Vh, info) if vectors else (s, info)
 
 
+def scale_to_unit(w):
+    """The small-matrix kernels' scaling on the CPU: (w 2^-e, e, bad) for a writable
+    (count, r, c) real stack w, e per matrix the exponent of its largest |entry| (which
+    lands in [1/2, 1); 0 for a zero matrix), so the scaling is exact; the matrices with
+    NaN/Inf (``bad``) are zeroed first.  Also svdvals_lanes' NumPy backend."""
+    bad = ~np.isfinite(w).all(axis=(1, 2))
+    w[bad] = 0
+    amax = np.abs(w).max(axis=(1, 2))
+    e = np.where(amax > 0, np.frexp(amax)[1], 0).astype(np.int32)
+    return np.ldexp(w, -e[:, None, None]).astype(w.dtype), e, bad
+
+
 def _rotations(app, aqq, apq, tol, rdt):
     """(rotate, c, s, t) of every pair at once (gesvj_rotation)."""
     floor, flat = _FLOOR[rdt], _FLAT[rdt]
@@ -167,11 +179,7 @@ def _gesvj_numpy(a, setting: GesvjSetting, vectors: bool):
         return s, info, np.zeros((count, rows, k), rdt), np.zeros((count, k, k), rdt)
     w = np.zeros((count, rows, nc), rdt)
     w[:, :, :k] = a
-    bad = ~np.isfinite(w).all(axis=(1, 2))
-    w[bad] = 0
-    amax = np.abs(w).max(axis=(1, 2))
-    e = np.where(amax > 0, np.frexp(amax)[1], 0).astype(np.int32)
-    w = np.ldexp(w, -e[:, None, None]).astype(rdt)
+    w, e, bad = scale_to_unit(w)
     v = np.broadcast_to(np.eye(nc, dtype=rdt), (count, nc, nc)).copy()
     tol = rdt.type(np.sqrt(rows) * np.finfo(rdt).eps / 2)
     rounds = [(np.array([pair_p(nc, rho, j) for j in range(nc // 2)]),

@@ -114,18 +114,14 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
 def _svdvals_numpy(a, max_passes):
     """a: (count, l, k) real, l >= k (a view; not modified).  (s, info)."""
     from .gebrd import _gebd2_numpy
+    from .gesvj import scale_to_unit
 
     count, rows, k = a.shape
-    rdt = a.dtype
-    s = np.empty((count, k), rdt)
+    s = np.empty((count, k), a.dtype)
     info = np.zeros(count, np.int32)
     if count == 0 or k == 0:
         return s, info
-    bad = ~np.isfinite(a).all(axis=(1, 2))
-    w = np.where(bad[:, None, None], 0, a).astype(rdt)
-    amax = np.abs(w).max(axis=(1, 2))
-    x = np.where(amax > 0, np.frexp(amax)[1], 0).astype(np.int32)
-    w = np.ldexp(w, -x[:, None, None]).astype(rdt)
+    w, x, bad = scale_to_unit(a.copy())
     d, e, _, _ = _gebd2_numpy(w)
     for b in range(count):
         if bad[b]:

@@ -90,6 +90,23 @@ def reference_values(A):
     return out.reshape(*batch, k)
 
 
+def check_values_on_kinds(xp, rng, setting, shapes, dtype):
+    """svdvals with ``setting`` forced on three matrices of every LAPACK kind and each
+    (m, n) of ``shapes``: dtype and shape of S, info 0, value_ratio <= THRESHOLD, A
+    unchanged."""
+    for m, n in shapes:
+        for kind in KINDS:
+            A, _ = matrices(rng, (3,), m, n, dtype, kind)
+            Ax = to_xp(xp, A)
+            before = snapshot(Ax)
+            S, info = svdvals(Ax, setting=setting, check=False)
+            assert S.dtype == np.dtype(dtype) and S.shape == (3, min(m, n))
+            assert not to_np(info).any(), (m, n, kind, to_np(info))
+            r = value_ratio(S, A)
+            assert r <= THRESHOLD, (m, n, kind, r)
+            assert_unchanged((Ax,), before)
+
+
 def draw_small_real(xp, data, settings, cols, rows):
     """A drawn case for the small real designs (one-sided Jacobi, dqds): a setting of
     ``settings``, k <= cols(setting) and max(m, n) <= rows(setting) in either

@@ -24,7 +24,7 @@ from batched.factorizations.svd_settings import (DQDS_SETTINGS, DqdsSetting, cho
 from batched.factorizations.svdvals_lanes import _lasq_one, lasq_plan, svdvals_lanes
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import SETTINGS
-from test_svd import KINDS, THRESHOLD, draw_small_real, matrices, value_ratio
+from test_svd import THRESHOLD, check_values_on_kinds, draw_small_real, value_ratio
 
 REAL = (np.float32, np.float64)
 
@@ -38,17 +38,7 @@ def edge_shapes(s: DqdsSetting):
 @pytest.mark.parametrize("dtype", REAL, ids=str)
 def test_every_setting_at_its_edges(xp, setting, dtype):
     rng = np.random.default_rng(setting.group * 10 + setting.cols)
-    for m, n in edge_shapes(setting):
-        for kind in KINDS:
-            A, _ = matrices(rng, (3,), m, n, dtype, kind)
-            Ax = to_xp(xp, A)
-            before = snapshot(Ax)
-            S, info = svdvals(Ax, setting=setting, check=False)
-            assert S.dtype == np.dtype(dtype) and S.shape == (3, min(m, n))
-            assert not to_np(info).any(), (m, n, kind, to_np(info))
-            r = value_ratio(S, A)
-            assert r <= THRESHOLD, (m, n, kind, r)
-            assert_unchanged((Ax,), before)
+    check_values_on_kinds(xp, rng, setting, edge_shapes(setting), dtype)
 
 
 @given(data=st.data())
