@@ -34,6 +34,7 @@
 #pragma once
 #include "common.cuh"
 #include "bdsqr.cuh"  // BdLimits
+#include "refined_approx.cuh"
 
 namespace bdf {
 
@@ -46,34 +47,6 @@ template <int G, int NC, typename R> struct Gebd2LanesShared {
   R tile[NC][G + 2];
   R w[NC];
 };
-
-// sqrt(w) and 1 / y to an ulp or two from the approximations and Newton steps (two in
-// double, one in float); the callers keep w and y normal numbers.
-__device__ __forceinline__ float lanes_rcp(float y) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
-  return fmaf(r, fmaf(-y, r, 1.0f), r);
-}
-__device__ __forceinline__ double lanes_rcp(double y) {
-  double r;
-  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(y));
-  r = fma(r, fma(-y, r, 1.0), r);
-  return fma(r, fma(-y, r, 1.0), r);
-}
-__device__ __forceinline__ float lanes_sqrt(float w) {
-  float y;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(w));
-  const float s = w * y;
-  return fmaf(0.5f * y, fmaf(-s, s, w), s);
-}
-__device__ __forceinline__ double lanes_sqrt(double w) {
-  double y;
-  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(w));
-  y = y * fma(-0.5 * w, y * y, 1.5);
-  y = y * fma(-0.5 * w, y * y, 1.5);
-  const double s = w * y;
-  return fma(0.5 * y, fma(-s, s, w), s);
-}
 
 // The reflector H = I - tau v v^T with H [alpha; x] = [beta; 0], v = [1; x * scale],
 // from alpha and the sum of squares s2 of x.  H = I (tau = 0, scale = 0) when s2 = 0,
@@ -88,10 +61,10 @@ template <typename R> struct LanesReflector {
       tau = R(0);
       scale = R(0);
     } else {
-      const R norm = lanes_sqrt(w);
+      const R norm = sqrt_refined(w);
       beta = alpha >= R(0) ? -norm : norm;
       // one reciprocal for both: |beta (alpha - beta)| is in [w, 2 w], a normal number
-      const R gap = alpha - beta, rp = lanes_rcp(beta * gap);
+      const R gap = alpha - beta, rp = rcp_refined(beta * gap);
       tau = -(gap * gap) * rp;  // (beta - alpha) / beta
       scale = beta * rp;        // 1 / (alpha - beta)
     }

@@ -47,6 +47,7 @@
 //           deflated get q + sigma and the count of them is returned (0 otherwise).
 #pragma once
 #include "bdsqr.cuh"  // BdLimits, bd_sqrt, bd_min
+#include "refined_approx.cuh"
 
 namespace bdf {
 
@@ -54,20 +55,9 @@ namespace bdf {
 // steps (two in double, one in float: within an ulp or two, which dqds's relative
 // error analysis takes as it takes a rounded division); IEEE division when y is not
 // a normal number (the approximation flushes it to zero).
-__device__ __forceinline__ float lasq_divide(float x, float y) {
-  if (!(y >= BdLimits<float>::tiny)) return x / y;
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
-  r = fmaf(r, fmaf(-y, r, 1.0f), r);
-  return x * r;
-}
-__device__ __forceinline__ double lasq_divide(double x, double y) {
-  if (!(y >= BdLimits<double>::tiny)) return x / y;
-  double r;
-  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(y));
-  r = fma(r, fma(-y, r, 1.0), r);
-  r = fma(r, fma(-y, r, 1.0), r);
-  return x * r;
+template <typename R> __device__ __forceinline__ R lasq_divide(R x, R y) {
+  if (!(y >= BdLimits<R>::tiny)) return x / y;
+  return x * rcp_refined(y);
 }
 
 template <typename R> struct LasqArray {
