@@ -69,7 +69,9 @@ template <typename R> struct LasqArray {
 
 // One dqds transform of rows [i0, n0] from copy p to copy 1 - p.  False (copy 1 - p
 // partly written, copy p intact) as soon as a d goes negative (or NaN); then dn is that
-// d and `last` says whether it was the final one, d_n0.
+// d and `last` says whether it was the final one, d_n0.  True: dmin, dn, the smallest
+// new e above the bottom row (emin: the bottom one is the deflation test's) and the
+// largest new q (qmax).
 template <typename R>
 __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, int n0, R tau, R& dmin, R& dn,
                                                bool& last, R& emin, R& qmax) {
@@ -99,6 +101,7 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
     if (i + 1 < n0) {
       e_i = src[step + z.s];
       q_next = src[2 * step];
+      e_low = bd_min(e_low, e_new);
     }
     dst[0] = qh;
     dst[z.s] = e_new;
@@ -111,7 +114,6 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
       return false;
     }
     low = bd_min(low, d);
-    e_low = bd_min(e_low, e_new);
     q_high = bd_max(q_high, qh);
   }
   dst[0] = d;
@@ -142,72 +144,83 @@ __device__ __forceinline__ R lasq_shift(LasqArray<R> z, int p, int i0, int n0, R
   return lasq_divide(z.q(p, n0) * (R(1) - a), R(1) + a);
 }
 
-template <typename R> __device__ int lasq_values(LasqArray<R> z, int n, int max_passes) {
+// The threads of `warp` (the mask of those in the call) run in rounds: each round
+// every thread that is not finished takes one step of its own sequence (a new block
+// and the deflations at its bottom, then a shift and one transform; or the next try
+// after a failed one), and the warp meets again before the next round.  Left to
+// themselves, threads that deflated or failed drifted out of step with the others,
+// and the warp ran the transform loop once for each such group.
+template <typename R> __device__ int lasq_values(LasqArray<R> z, int n, int max_passes, unsigned warp) {
   constexpr R tol = R(100) * R(2) * BdLimits<R>::unit_roundoff;
   constexpr R tol2 = tol * tol;
-  int p = 0, passes = 0, n0 = n - 1, i0 = 0;
-  R sigma = R(0), dmin = R(-1), dn = R(0);
-  bool fresh = true;  // n0 is the bottom of a block not started yet
-  while (n0 >= 0) {
-    if (fresh) {
-      p = 0;
-      i0 = n0;
-      while (i0 > 0 && z.e(0, i0 - 1) > R(0)) --i0;
-      dmin = R(-1);
-      fresh = false;
-    }
-    // Deflation, then (the same time round, so that the threads of a warp meet in the
-    // transform) a transform of what is left.
-    if (n0 == i0 || z.e(p, n0 - 1) <= tol2 * (sigma + z.q(p, n0))) {
-      z.q(0, n0) = z.q(p, n0) + sigma;
-      --n0;
-      dmin = R(-1);
-    } else if (n0 == i0 + 1 || z.e(p, n0 - 2) <= tol2 * (sigma + z.q(p, n0 - 1))) {
-      const R q1 = z.q(p, n0 - 1), e1 = z.e(p, n0 - 1), q2 = z.q(p, n0);
-      const R h = q1 - q2 + e1;
-      const R big = R(0.5) * (q1 + e1 + q2 + bd_sqrt(h * h + R(4) * e1 * q2));
-      const R small = big > R(0) ? (q1 / big) * q2 : R(0);
-      z.q(0, n0 - 1) = big + sigma;
-      z.q(0, n0) = small + sigma;
-      n0 -= 2;
-      dmin = R(-1);
-    }
-    if (n0 < i0) {  // the block is done; the next one's shift is in the marker below it
-      fresh = true;
-      if (n0 >= 0) sigma = -z.e(0, n0);
-      continue;
-    }
-    if (n0 == i0) continue;  // one row: deflated next time round
-    if (passes >= max_passes) {
-      for (int i = i0; i <= n0; ++i) z.q(0, i) = z.q(p, i) + sigma;
-      const int left = n0 + 1;
-      // the blocks above: their own sigma sits in the marker below each
-      for (int i = i0 - 1; i >= 0; --i) {
-        if (z.e(0, i) <= R(0)) sigma = -z.e(0, i);
-        z.q(0, i) += sigma;
+  int p = 0, passes = 0, n0 = n - 1, i0 = 0, fails = 0, left = 0;
+  R sigma = R(0), dmin = R(-1), dn = R(0), tau = R(0);
+  bool fresh = true;   // n0 is the bottom of a block not started yet
+  bool retry = false;  // the last transform failed: try again with tau
+  while (__any_sync(warp, n0 >= 0)) {
+    if (n0 < 0) continue;
+    if (retry && passes >= max_passes) retry = false;  // out of passes: the test below ends it
+    // Deflations and new blocks until a transform is due (or the values are all found).
+    while (!retry && n0 >= 0) {
+      if (fresh) {
+        p = 0;
+        i0 = n0;
+        while (i0 > 0 && z.e(0, i0 - 1) > R(0)) --i0;
+        dmin = R(-1);
+        fresh = false;
       }
-      return left;
-    }
-    R tau = lasq_shift(z, p, i0, n0, dmin, dn);
-    R emin, qmax;  // the transform's smallest e and largest q: no split unless emin is small
-    bool ok = false;
-    for (int fails = 0; passes < max_passes; ++fails) {
-      ++passes;
-      bool last;
-      R dfail;
-      ok = lasq_transform(z, p, i0, n0, tau, dmin, dfail, last, emin, qmax);
-      if (ok) {
-        dn = dfail;
+      if (n0 == i0 || z.e(p, n0 - 1) <= tol2 * (sigma + z.q(p, n0))) {
+        z.q(0, n0) = z.q(p, n0) + sigma;
+        --n0;
+        dmin = R(-1);
+      } else if (n0 == i0 + 1 || z.e(p, n0 - 2) <= tol2 * (sigma + z.q(p, n0 - 1))) {
+        const R q1 = z.q(p, n0 - 1), e1 = z.e(p, n0 - 1), q2 = z.q(p, n0);
+        const R h = q1 - q2 + e1;
+        const R big = R(0.5) * (q1 + e1 + q2 + bd_sqrt(h * h + R(4) * e1 * q2));
+        const R small = big > R(0) ? (q1 / big) * q2 : R(0);
+        z.q(0, n0 - 1) = big + sigma;
+        z.q(0, n0) = small + sigma;
+        n0 -= 2;
+        dmin = R(-1);
+      }
+      if (n0 < i0) {  // the block is done; the next one's shift is in the marker below it
+        fresh = true;
+        if (n0 >= 0) sigma = -z.e(0, n0);
+        continue;
+      }
+      if (n0 == i0) continue;  // one row: deflated next time round
+      if (passes >= max_passes) {
+        for (int i = i0; i <= n0; ++i) z.q(0, i) = z.q(p, i) + sigma;
+        left = n0 + 1;
+        // the blocks above: their own sigma sits in the marker below each
+        for (int i = i0 - 1; i >= 0; --i) {
+          if (z.e(0, i) <= R(0)) sigma = -z.e(0, i);
+          z.q(0, i) += sigma;
+        }
+        n0 = -1;
         break;
       }
+      tau = lasq_shift(z, p, i0, n0, dmin, dn);
+      fails = 0;
+      break;
+    }
+    if (n0 < 0) continue;
+    ++passes;
+    bool last;
+    R dfail, emin, qmax;  // the transform's smallest e and largest q: no split unless emin is small
+    retry = !lasq_transform(z, p, i0, n0, tau, dmin, dfail, last, emin, qmax);
+    if (retry) {
       const R bound = tau + dfail;
       tau = fails >= 3 ? R(0) : last ? bd_max(bound, R(0)) : bound > R(0) ? bd_min(bound, R(0.5) * tau) : R(0.25) * tau;
+      ++fails;
+      continue;
     }
-    if (!ok) continue;  // out of passes: the test above ends it
+    dn = dfail;
     p = 1 - p;
     sigma += tau;
     // Every split gets its marker (a zero e is one too, and needs this sigma); the scan
-    // is skipped when even the smallest new e is above the test with the largest new q.
+    // is skipped when even the smallest new e above the bottom row (that one is the
+    // deflation test's) is above the test with the largest new q.
     if (p == 0 && emin <= tol2 * (sigma + qmax)) {
       int top = i0;
       for (int i = n0 - 2; i >= i0; --i) {
@@ -219,7 +232,7 @@ template <typename R> __device__ int lasq_values(LasqArray<R> z, int n, int max_
       i0 = top;
     }
   }
-  return 0;
+  return left;
 }
 
 }  // namespace bdf

@@ -82,32 +82,41 @@ lasq_kernel(const R* d_in, const R* e_in, long long k_ld, const int* scale, long
             long long s_ld, int* info, int max_passes) {
   extern __shared__ unsigned char lasq_smem[];
   const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= count) return;
+  const bool live = b < count;
   const bdf::LasqArray<R> z{reinterpret_cast<R*>(lasq_smem) + threadIdx.x, int(blockDim.x)};
   const R* db = d_in + b * k_ld;
   const R* eb = e_in + b * k_ld;
   R* sb = s_out + b * s_ld;
   bool bad = false;
-  for (int j = 0; j < k; ++j) {
+  for (int j = 0; live && j < k; ++j) {
     const R dj = db[j], ej = j + 1 < k ? eb[j] : R(0);
     bad = bad || !bdf::bd_finite(dj) || !bdf::bd_finite(ej);
     z.q(0, j) = dj * dj;
     z.e(0, j) = ej * ej;
   }
+  // the threads that run dqds (blocks are whole warps)
+  const unsigned warp = __ballot_sync(0xffffffffu, live && !bad);
+  if (!live) return;
   if (bad) {
     for (int j = 0; j < k; ++j) sb[j] = bdf::bd_nan<R>();
     info[b] = k;
     return;
   }
-  info[b] = bdf::lasq_values(z, k, max_passes);
-  // Descending: value j goes after the larger ones and the equal ones before it.
+  info[b] = bdf::lasq_values(z, k, max_passes, warp);
+  // Descending.  dqds deflates the values in order as a rule (the array's rows end up
+  // descending), so the rank count a value is taken only when they did not.
   const int x = scale[b];
+  bool in_order = true;
+  for (int j = 0; j + 1 < k; ++j) in_order = in_order && !(z.q(0, j + 1) > z.q(0, j));
   for (int j = 0; j < k; ++j) {
     const R vj = z.q(0, j);
-    int pos = 0;
-    for (int t = 0; t < k; ++t) {
-      const R vt = z.q(0, t);
-      pos += (vt > vj || (vt == vj && t < j)) ? 1 : 0;
+    int pos = j;
+    if (!in_order) {  // value j goes after the larger ones and the equal ones before it
+      pos = 0;
+      for (int t = 0; t < k; ++t) {
+        const R vt = z.q(0, t);
+        pos += (vt > vj || (vt == vj && t < j)) ? 1 : 0;
+      }
     }
     sb[pos] = bdf::bd_ldexp(bdf::bd_sqrt(bdf::bd_max(vj, R(0))), x);
   }

@@ -230,7 +230,8 @@ def _lasq_transform(z, p, i0, n0, tau):
         if not d >= 0:
             return False, d, d, i + 1 == n0, None, None
         dmin = min(dmin, d)
-        emin = min(emin, z[i, 1 - p, 1])
+        if i + 1 < n0:  # the bottom row's e is the deflation test's
+            emin = min(emin, z[i, 1 - p, 1])
         qmax = max(qmax, qh)
     z[n0, 1 - p, 0] = d
     return True, dmin, d, True, emin, qmax
