@@ -255,29 +255,30 @@ class DqdsSetting:
 DQDS_SETTINGS = (DqdsSetting(8, 8), DqdsSetting(16, 16), DqdsSetting(32, 32))
 DQDS_DEFAULT_MAX_LENGTH = 32   # the chooser's reach (max(m, n))
 # The chooser's switch from one-sided Jacobi, measured on the H100 (32,768 random
-# matrices, values; Jacobi's time / ours, scratch A/B of session 36): double square
-# k = 6 0.97, 8 0.87, 10 2.1, 12 1.8, 14 1.55, 16 1.35, 20 1.85, 24 1.6, 28 1.2, 32 1.3;
-# float 6 0.94, 8 1.0, 10 1.3, 12 1.1, 14 0.93, 16 0.81 (Jacobi's 16-column setting is
-# its best), 20 1.8, 24 1.56, 28 1.37, 32 1.2; tall ones lose (16 x 8 0.55, 24 x 12
-# 0.68, 32 x 16 0.5, 32 x 8 0.39) unless nearly square (32 x 24 1.6).
-DQDS_FROM_K = {4: 17, 8: 10}   # itemsize -> the smallest min(m, n) the chooser gives dqds
+# matrices, values; Jacobi's time / ours in one process, scratch A/B of session 37, after
+# dqds's warp rounds): float square k = 6 0.98, 8 0.93, 9 1.48, 10 1.48, 12 1.26, 14 1.08,
+# 16 1.12, 20 1.87, 24 1.66, 28 1.51, 32 1.58; double 6 0.95, 8 0.91, 9 2.56, 10 2.35,
+# 12 2.06, 14 1.83, 16 1.75, 20 2.77, 24 2.44, 28 1.78, 32 1.78.  Non-square ones win where
+# the rows need no larger group than the columns (16 x 12 1.18 / 2.0, 32 x 24 1.74 / 2.49,
+# float / double) and lose where they do (20 x 16 0.62 / 0.78, 24 x 16 0.61 / 0.77, 24 x 12
+# 0.75 / 0.96, 32 x 16 0.61 / 0.76): Jacobi's group follows the columns.
+DQDS_FROM_K = {4: 9, 8: 9}     # itemsize -> the smallest min(m, n) the chooser gives dqds
 DQDS_MAX_ASPECT = 1.5          # ... and max(m, n) <= 1.5 min(m, n)
 
 
 def choose_dqds_setting(k: int, length: int, dtype, limit: int = DQDS_DEFAULT_MAX_LENGTH):
     """The registered DqdsSetting for min(m, n) = k, max(m, n) = length and a real
     ``dtype`` (the first that fits), or None: complex types, length > ``limit``,
-    or where one-sided Jacobi measured faster (k below DQDS_FROM_K, or a matrix
-    more than DQDS_MAX_ASPECT times as long as wide)."""
+    or where one-sided Jacobi measured faster (k below DQDS_FROM_K, a matrix more
+    than DQDS_MAX_ASPECT times as long as wide, or one whose rows need a larger
+    setting than a square matrix of its columns would)."""
     import numpy as np
 
     dtype = np.dtype(dtype)
     if dtype.kind != "f" or length > limit or k < DQDS_FROM_K[dtype.itemsize] or length > DQDS_MAX_ASPECT * k:
         return None
-    for s in DQDS_SETTINGS:
-        if s.fits(k, length):
-            return s
-    return None
+    fitting = [s for s in DQDS_SETTINGS if s.fits(k, length)]
+    return fitting[0] if fitting and fitting[0] == next(s for s in DQDS_SETTINGS if s.fits(k, k)) else None
 
 
 def check_svd_setting(setting) -> None:

@@ -177,9 +177,13 @@ def test_bad_settings(xp):
 
 def test_chooser_and_plan():
     assert choose_dqds_setting(8, 8, np.float64) is None            # Jacobi measured faster
+    assert choose_dqds_setting(8, 8, np.float32) is None
+    assert choose_dqds_setting(9, 9, np.float32) == DqdsSetting(16, 16)
     assert choose_dqds_setting(10, 10, np.float64) == DqdsSetting(16, 16)
     assert choose_dqds_setting(16, 16, np.float64) == DqdsSetting(16, 16)
-    assert choose_dqds_setting(16, 16, np.float32) is None
+    assert choose_dqds_setting(16, 16, np.float32) == DqdsSetting(16, 16)
+    assert choose_dqds_setting(12, 16, np.float32) == DqdsSetting(16, 16)
+    assert choose_dqds_setting(16, 20, np.float64) is None          # rows need the 32 group
     assert choose_dqds_setting(17, 17, np.float32) == DqdsSetting(32, 32)
     assert choose_dqds_setting(32, 32, np.float64) == DqdsSetting(32, 32)
     assert choose_dqds_setting(12, 24, np.float64) is None          # tall: Jacobi
