@@ -1,7 +1,8 @@
 // lasq.cuh: the singular values of ONE real bidiagonal by the dqds algorithm
 // (Fernando and Parlett's differential quotient-difference with shifts, the
 // algorithm of LAPACK's xLASQ1-xLASQ6, in a smaller organisation of our own), run
-// by one thread.
+// by one thread; lasq_values is called by every thread of `warp` (a mask) together,
+// each on its own bidiagonal (see the rounds before it).
 //
 // The qd array: q_i = d_i^2 (i < n), e_i = e_i^2 (i < n - 1) of the bidiagonal; it
 // represents a positive definite tridiagonal whose eigenvalues are the squared

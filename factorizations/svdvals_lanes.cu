@@ -10,7 +10,11 @@
 //   (exact) so that its largest entry is in [1/2, 1), and writes the bidiagonal:
 //   d at d_out + b * k_ld (k = min(p, q) entries), e at e_out + b * k_ld (k - 1), and
 //   x at scale[b].  NaN/Inf in the matrix: d all NaN.  A grid-stride loop, each
-//   group on its own matrices (no barrier between groups).
+//   group on its own matrices (no barrier between groups); each lane's row of the
+//   group's next matrix is copied by cp.async into dynamic shared memory (NC G
+//   entries a group) while the group works on the current one.  (ncu, double 32 x
+//   32: a sixth of the time waited on the matrix's loads.  Measured, the gain came
+//   as much with one matrix a group, nothing to overlap: see design.md.)
 // lasq_kernel: thread b takes d, e and scale[b] (all of order k), runs dqds in
 //   dynamic shared memory (4 k entries a thread, interleaved), and writes the k
 //   values, descending, times 2^x, at s + b * s_ld; info[b] = 0, the count of values
@@ -19,8 +23,41 @@
 #include "layouts.cuh"
 #include "gebd2_lanes.cuh"
 #include "lasq.cuh"
+#include "stage.cuh"
 
 constexpr int GEBD2_LANES_THREADS = 128;
+
+// Where lane i's row of matrix b is: M's row i when q <= p, else M's column i.
+template <typename R> struct Gebd2LanesView {
+  const R* mat;
+  int rows, cols;
+  long long rs, cs;
+  template <class MatA> __device__ __forceinline__ Gebd2LanesView(const MatA& A, long long b) {
+    mat = A.matrix(b);
+    const int p = A.rows(b), q = A.cols(b);
+    const long long ld = A.ldim(b);
+    const bool on_cols = q <= p;
+    rows = on_cols ? p : q;
+    cols = on_cols ? q : p;
+    rs = on_cols ? 1 : ld;
+    cs = on_cols ? ld : 1;
+  }
+};
+
+// Lane i's entries of the matrix in view into its slots of the group's stage (entry c at
+// stage[c G + i]: the lanes' copies of one c land on consecutive words).  A rolled loop
+// with a running address: unrolled, the 32 addresses were live beside the matrix in
+// registers (double 32 x 32: 198 registers against 168).
+template <int G, int NC, typename R>
+__device__ __forceinline__ void gebd2_lanes_fetch(const Gebd2LanesView<R>& v, int i, R* stage) {
+  if (i < v.rows) {
+    const R* src = v.mat + i * v.rs;
+    const int cols = v.cols < NC ? v.cols : NC;
+#pragma unroll 1
+    for (int c = 0; c < cols; ++c, src += v.cs) bdf::copy_async(stage + c * G + i, src);
+  }
+  bdf::stage_commit();
+}
 
 template <class MatA, int G, int NC>
 __global__ void __launch_bounds__(GEBD2_LANES_THREADS)
@@ -30,26 +67,29 @@ gebd2_lanes_kernel(MatA A, typename MatA::value_type* d_out, typename MatA::valu
   static_assert(NC >= 1 && NC <= G && G <= 32, "at most G columns, G <= 32 rows");
   constexpr int GROUPS = GEBD2_LANES_THREADS / G;
   __shared__ bdf::Gebd2LanesShared<G, NC, R> sh[GROUPS];
+  extern __shared__ unsigned char gebd2_lanes_stage[];
   const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
   const int grp = int(threadIdx.x / G);
-  for (long long b = (long long)blockIdx.x * GROUPS + grp; b < count; b += (long long)gridDim.x * GROUPS) {
-    const R* mat = A.matrix(b);
-    const int p = A.rows(b), q = A.cols(b);
-    const long long ld = A.ldim(b);
-    const bool on_cols = q <= p;
-    const int rows = on_cols ? p : q, cols = on_cols ? q : p;
-    const long long rs = on_cols ? 1 : ld, cs = on_cols ? ld : 1;
+  const int i = g.rank;
+  R* stage = reinterpret_cast<R*>(gebd2_lanes_stage) + grp * (NC * G);
+  const long long step = (long long)gridDim.x * GROUPS;
+  long long b = (long long)blockIdx.x * GROUPS + grp;
+  if (b < count) gebd2_lanes_fetch<G, NC>(Gebd2LanesView<R>(A, b), i, stage);
+  for (; b < count; b += step) {
+    const Gebd2LanesView<R> v(A, b);
+    const int cols = v.cols;
     R a[NC];
     R amax = R(0);
     bool bad = false;
-    const int i = g.rank;
+    bdf::stage_wait<0>();  // this lane's copies (only it reads its slots)
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      const R x = (i < rows && c < cols) ? mat[i * rs + c * cs] : R(0);
+      const R x = (i < v.rows && c < cols) ? stage[c * G + i] : R(0);
       a[c] = x;
       bad = bad || !bdf::bd_finite(x);
       amax = bdf::bd_max(amax, bdf::bd_abs(x));
     }
+    if (b + step < count) gebd2_lanes_fetch<G, NC>(Gebd2LanesView<R>(A, b + step), i, stage);
 #pragma unroll
     for (int s = G / 2; s >= 1; s /= 2) amax = bdf::bd_max(amax, bdf::shfl_xor(amax, s, g.lanes()));
     bad = __any_sync(g.lanes(), bad);

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _launch as ln
+from .. import settings as sv
 from ..device_functions import build
 from .svd_settings import DQDS_SETTINGS, DqdsSetting
 
@@ -50,6 +51,15 @@ def lasq_kernel_name(dtype) -> str:
 
 build.register(SOURCE, [gebd2_kernel_name(dt, s) for dt in _REAL_DTYPES for s in DQDS_SETTINGS]
                + [lasq_kernel_name(dt) for dt in _REAL_DTYPES])
+
+
+def gebd2_stage_bytes(setting: DqdsSetting, itemsize: int) -> tuple[int, int]:
+    """(dynamic, static) shared bytes of gebd2_lanes_kernel: the next matrices' stage
+    (NC G entries a group) and the groups' Gebd2LanesShared (tile NC x (G + 2), w NC)."""
+    groups = GEBD2_LANES_THREADS // setting.group
+    dynamic = groups * setting.cols * setting.group * itemsize
+    static = groups * setting.cols * (setting.group + 3) * itemsize
+    return dynamic, static
 
 
 def lasq_plan(k: int, itemsize: int):
@@ -94,9 +104,16 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
         scale = cupy.empty(count, np.int32)
         groups = GEBD2_LANES_THREADS // setting.group
         gebd2 = build.get_kernel(SOURCE, gebd2_kernel_name(A.dtype, setting))
-        gebd2((ln.grid_for(count, groups),), (GEBD2_LANES_THREADS,),
+        stage, static = gebd2_stage_bytes(setting, A.dtype.itemsize)
+        if stage + static > _SOFT_SMEM:
+            gebd2.max_dynamic_shared_size_bytes = stage
+        # resident blocks only: each group then has several matrices, the next one's
+        # loads in flight while it works on the current one
+        grid = min(ln.grid_for(count, groups),
+                   sv.resident_blocks(GEBD2_LANES_THREADS, stage + static, gebd2.num_regs))
+        gebd2((grid,), (GEBD2_LANES_THREADS,),
               (ln.pack("UniformMatrix", op.base, op.stride, op.ld, op.rows, op.cols), d, e, np.int64(k), scale,
-               np.int64(count)))
+               np.int64(count)), shared_mem=stage)
         del op
         threads, smem = lasq_plan(k, A.dtype.itemsize)
         lasq = build.get_kernel(SOURCE, lasq_kernel_name(A.dtype))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from batched.factorizations.svd import svdvals
 from batched.factorizations.svd_settings import (DQDS_SETTINGS, DqdsSetting, choose_dqds_setting,
                                                  choose_gesvj_setting)
-from batched.factorizations.svdvals_lanes import _lasq_one, lasq_plan, svdvals_lanes
+from batched.factorizations.svdvals_lanes import _lasq_one, gebd2_stage_bytes, lasq_plan, svdvals_lanes
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import SETTINGS
 from test_svd import THRESHOLD, check_values_on_kinds, draw_small_real, value_ratio
@@ -196,6 +196,10 @@ def test_chooser_and_plan():
             for length in range(k, 33):
                 s = choose_dqds_setting(k, length, dtype)
                 assert s is None or (s in DQDS_SETTINGS and s.fits(k, length))
+    # the stage of the next matrices (dynamic) and Gebd2LanesShared (static; ptxas's count)
+    assert gebd2_stage_bytes(DqdsSetting(32, 32), 8) == (32 * 32 * 4 * 8, 35840)
+    assert gebd2_stage_bytes(DqdsSetting(16, 16), 4) == (16 * 16 * 8 * 4, 9728)
+    assert gebd2_stage_bytes(DqdsSetting(8, 8), 8) == (8 * 8 * 16 * 8, 11264)
     assert lasq_plan(16, 8) == (64, 4 * 16 * 64 * 8)
     assert lasq_plan(32, 8) == (32, 4 * 32 * 32 * 8)
     assert lasq_plan(32, 4) == (64, 4 * 32 * 64 * 4)
