@@ -277,8 +277,11 @@ def choose_dqds_setting(k: int, length: int, dtype, limit: int = DQDS_DEFAULT_MA
     dtype = np.dtype(dtype)
     if dtype.kind != "f" or length > limit or k < DQDS_FROM_K[dtype.itemsize] or length > DQDS_MAX_ASPECT * k:
         return None
-    fitting = [s for s in DQDS_SETTINGS if s.fits(k, length)]
-    return fitting[0] if fitting and fitting[0] == next(s for s in DQDS_SETTINGS if s.fits(k, k)) else None
+    def first_fit(rows):
+        return next((s for s in DQDS_SETTINGS if s.fits(k, rows)), None)
+
+    s = first_fit(length)
+    return s if s is not None and s == first_fit(k) else None
 
 
 def check_svd_setting(setting) -> None:

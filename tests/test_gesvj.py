@@ -21,7 +21,8 @@ from batched.factorizations.svd_settings import (GESVJ_SETTINGS, BdsqrSetting, G
                                                  choose_gesvj_setting)
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import SETTINGS
-from test_svd import KINDS, THRESHOLD, check_values_on_kinds, draw_small_real, matrices, value_ratio, vector_ratios
+from test_svd import (KINDS, THRESHOLD, check_nan_stays_in_its_matrix, check_values_on_kinds, draw_small_real, matrices,
+                      value_ratio, vector_ratios)
 
 REAL = (np.float32, np.float64)
 
@@ -91,15 +92,7 @@ def test_jacobi_property(xp, data):
 
 @pytest.mark.parametrize("dtype", REAL, ids=str)
 def test_nan_stays_in_its_matrix(xp, dtype):
-    rng = np.random.default_rng(7)
-    A = rng.standard_normal((4, 9, 7)).astype(dtype)
-    A[1, 2, 3] = np.nan
-    A[2, 0, 0] = -np.inf
-    S, info = svdvals(to_xp(xp, A), setting=GesvjSetting(8, 4, 4), check=False)
-    S, info = to_np(S), to_np(info)
-    assert info.tolist() == [0, 7, 7, 0]
-    assert np.isnan(S[1:3]).all()
-    assert value_ratio(S[[0, 3]], A[[0, 3]]) <= THRESHOLD
+    A = check_nan_stays_in_its_matrix(xp, dtype, GesvjSetting(8, 4, 4))
     U, S, Vh, info = (to_np(x) for x in svd(to_xp(xp, A), setting=GesvjSetting(8, 4, 4), check=False))
     assert info.tolist() == [0, 7, 7, 0]
     assert np.isnan(U[1:3]).all() and np.isnan(Vh[1:3]).all() and np.isnan(S[1:3]).all()

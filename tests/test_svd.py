@@ -107,6 +107,22 @@ def check_values_on_kinds(xp, rng, setting, shapes, dtype):
             assert_unchanged((Ax,), before)
 
 
+def check_nan_stays_in_its_matrix(xp, dtype, setting):
+    """svdvals with ``setting`` forced on four 9 x 7 matrices, NaN in the second and
+    -Inf in the third: info 7 and NaN values there, the others' values right.
+    Returns the matrices (NumPy)."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((4, 9, 7)).astype(dtype)
+    A[1, 2, 3] = np.nan
+    A[2, 0, 0] = -np.inf
+    S, info = svdvals(to_xp(xp, A), setting=setting, check=False)
+    S, info = to_np(S), to_np(info)
+    assert info.tolist() == [0, 7, 7, 0]
+    assert np.isnan(S[1:3]).all()
+    assert value_ratio(S[[0, 3]], A[[0, 3]]) <= THRESHOLD
+    return A
+
+
 def draw_small_real(xp, data, settings, cols, rows):
     """A drawn case for the small real designs (one-sided Jacobi, dqds): a setting of
     ``settings``, k <= cols(setting) and max(m, n) <= rows(setting) in either

@@ -24,7 +24,7 @@ from batched.factorizations.svd_settings import (DQDS_SETTINGS, DqdsSetting, cho
 from batched.factorizations.svdvals_lanes import _lasq_one, gebd2_stage_bytes, lasq_plan, svdvals_lanes
 from conftest import assert_unchanged, snapshot, to_np, to_xp
 from strategies import SETTINGS
-from test_svd import THRESHOLD, check_values_on_kinds, draw_small_real, value_ratio
+from test_svd import THRESHOLD, check_nan_stays_in_its_matrix, check_values_on_kinds, draw_small_real, value_ratio
 
 REAL = (np.float32, np.float64)
 
@@ -134,15 +134,7 @@ def test_dqds_alone_property(data):
 
 @pytest.mark.parametrize("dtype", REAL, ids=str)
 def test_nan_stays_in_its_matrix(xp, dtype):
-    rng = np.random.default_rng(7)
-    A = rng.standard_normal((4, 9, 7)).astype(dtype)
-    A[1, 2, 3] = np.nan
-    A[2, 0, 0] = -np.inf
-    S, info = svdvals(to_xp(xp, A), setting=DqdsSetting(16, 16), check=False)
-    S, info = to_np(S), to_np(info)
-    assert info.tolist() == [0, 7, 7, 0]
-    assert np.isnan(S[1:3]).all()
-    assert value_ratio(S[[0, 3]], A[[0, 3]]) <= THRESHOLD
+    check_nan_stays_in_its_matrix(xp, dtype, DqdsSetting(16, 16))
 
 
 def test_too_few_passes_is_reported(xp):
