@@ -126,7 +126,12 @@ def check_scalar(value, name: str, dtype: np.dtype):
     return dtype.type(z)
 
 
+_OP_LETTERS = {"N": "N", "T": "T", "C": "C", "n": "N", "t": "T", "c": "C"}
+
+
 def parse_op(letter, name: str) -> str:
+    if type(letter) is str and letter in _OP_LETTERS:  # the common case first: a dict lookup
+        return _OP_LETTERS[letter]
     if isinstance(letter, (int, np.integer)) and not isinstance(letter, bool) and letter in (0, 1, 2):
         return "NTC"[int(letter)]
     if isinstance(letter, str) and letter.upper() in ("N", "T", "C"):

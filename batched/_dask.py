@@ -146,15 +146,24 @@ def _is_dask(value) -> bool:
     return type(value).__module__.startswith("dask")
 
 
+# Types seen not to be Dask's nor a tuple or list: one set lookup an argument after that.
+_PLAIN_TYPES: set = set()
+
+
 def _has_dask(args, kwargs) -> bool:
     """The one check a non-Dask call pays: is any argument (or the first members of
     a tuple/list argument, e.g. ``lu_and_piv``) from a ``dask`` module?  Imports nothing."""
     for v in (*args, *kwargs.values()):
         t = type(v)
+        if t in _PLAIN_TYPES:
+            continue
         if t.__module__.startswith("dask"):
             return True
-        if (t is tuple or t is list) and v and any(type(m).__module__.startswith("dask") for m in v[:2]):
-            return True
+        if t is tuple or t is list:
+            if v and any(type(m).__module__.startswith("dask") for m in v[:2]):
+                return True
+        elif len(_PLAIN_TYPES) < 256:
+            _PLAIN_TYPES.add(t)
     return False
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _arrays as ar
+from ._launch import PackedLaunch
 from ._operands import overlaps
 
 _MAX_PLANS = 512
@@ -85,43 +86,28 @@ def replay_scalars(dtype, zeros, alpha, beta):
     either needs the full check (not finite, or complex with a real dtype) or is zero
     where the recorded one was not, or the other way round (``zeros``: the recorded
     call's; the launch flags differ): the caller then takes the full path."""
-    out = []
-    for v in (alpha, beta):
-        if type(v) is complex:
-            if dtype.kind != "c" or not (math.isfinite(v.real) and math.isfinite(v.imag)):
-                return None
-        elif not math.isfinite(v):
+    if type(alpha) is complex or type(beta) is complex:
+        if dtype.kind != "c" or not all(map(math.isfinite, (alpha.real, alpha.imag, beta.real, beta.imag))):
             return None
-        out.append(dtype.type(v))
-    if (out[0] == 0, out[1] == 0) != zeros:
+    elif not (math.isfinite(alpha) and math.isfinite(beta)):
         return None
-    return out
+    convert = dtype.type
+    a, b = convert(alpha), convert(beta)
+    # ``not``: a NumPy scalar's == 0 costs a ufunc call (1 us a test on the host)
+    if (not a, not b) != zeros:
+        return None
+    return a, b
 
 
 @dataclass
 class Plan:
-    kernel: object
-    grid: tuple
-    block: tuple
-    shared_mem: int
-    args: tuple           # the recorded arguments
-    sources: tuple        # (argument index, operand index, bytes after the pointer, struct dtype)
-    scalar_slots: tuple   # argument indices of alpha and beta
+    launch: PackedLaunch  # its values: the operands' addresses in signature order, then alpha, beta
     shape: tuple          # of a new result
     dtype: np.dtype
     zeros: tuple          # (alpha == 0, beta == 0) of the recorded call's converted scalars
 
     def scalars(self, alpha, beta):
         return replay_scalars(self.dtype, self.zeros, alpha, beta)
-
-    def launch(self, operands, alpha, beta) -> None:
-        """``operands``: the arrays in the order of the signature, the result included."""
-        args = list(self.args)
-        for index, source, rest, struct_dtype in self.sources:  # the pointer is the first field
-            head = operands[source].data.ptr.to_bytes(8, "little", signed=True)
-            args[index] = np.frombuffer(head + rest, struct_dtype)[0]
-        args[self.scalar_slots[0]], args[self.scalar_slots[1]] = alpha, beta
-        self.kernel(self.grid, self.block, tuple(args), shared_mem=self.shared_mem)
 
 
 def record(key, kernel, grid, block, shared_mem, args, operands, scalar_slots, shape, dtype) -> None:
@@ -137,19 +123,19 @@ def record(key, kernel, grid, block, shared_mem, args, operands, scalar_slots, s
             if a.data.ptr in pointers:  # two operands at one address: the roles would be ambiguous
                 return
             pointers[a.data.ptr] = i
-    sources = []
+    bound = [(scalar_slots[0], len(operands)), (scalar_slots[1], len(operands) + 1)]
     for index, arg in enumerate(args):
         if isinstance(arg, np.void):
             base = int(arg[0])
             if base in pointers:
-                sources.append((index, pointers[base], arg.tobytes()[8:], arg.dtype))
+                bound.append((index, pointers[base]))
             elif base != 0:
                 return  # a temporary copy: not reproducible
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
     zeros = tuple(bool(args[i] == 0) for i in scalar_slots)
-    _plans[key] = Plan(kernel, grid, block, shared_mem, tuple(args), tuple(sources), scalar_slots,
-                       tuple(shape), np.dtype(dtype), zeros)
+    _plans[key] = Plan(PackedLaunch(kernel, grid, block, shared_mem, args, bound), tuple(shape),
+                       np.dtype(dtype), zeros)
 
 
 def replay(plan, inputs, added, out, alpha, beta):
@@ -161,7 +147,7 @@ def replay(plan, inputs, added, out, alpha, beta):
         return None
     target = replay_target(out, inputs, added, beta != 0, plan.shape, plan.dtype)
     if target is not None:
-        plan.launch((*inputs, added, target), *scalars)
+        plan.launch((*(a.data.ptr if a is not None else 0 for a in (*inputs, added, target)), *scalars))
     return target
 
 

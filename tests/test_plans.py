@@ -85,6 +85,50 @@ def test_gemm_replay_uses_each_calls_operands_and_scalars(transa, transb):
     assert plans._plans
 
 
+def test_replays_from_many_threads_keep_their_own_operands_and_scalars():
+    """Eight threads replay one GEMM plan at once, each call on its own operands, alpha
+    and NaN-filled out: a launch given another thread's pointers or scalars (the kept
+    launch's argument buffer is shared, see batched._launch.PackedLaunch) leaves an out
+    unwritten or wrong."""
+    import threading
+
+    import cupy as cp
+
+    plans.clear()
+    rng = rng_for("plan-threads")
+    threads, calls = 8, 24
+    A = [random_array(rng, (3, 8, 8), np.float64) for _ in range(threads)]
+    B = [random_array(rng, (3, 8, 8), np.float64) for _ in range(threads)]
+    outs = [[nan_like_out(cp, (3, 8, 8), np.float64) for _ in range(calls)] for _ in range(threads)]
+    alpha = lambda t, i: 1.0 + t + i / 32  # noqa: E731
+    bt.gemm(to_xp(cp, A[0]), to_xp(cp, B[0]), out=cp.empty((3, 8, 8)))  # keeps the plan
+    assert plans._plans
+    start = threading.Barrier(threads)
+    failed = []
+
+    def work(t):
+        try:
+            a, b = to_xp(cp, A[t]), to_xp(cp, B[t])
+            start.wait()
+            for i in range(calls):
+                bt.gemm(a, b, alpha=alpha(t, i), out=outs[t][i])
+            cp.cuda.get_current_stream().synchronize()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            failed.append(e)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not failed, failed
+    cp.cuda.Device().synchronize()
+    for t in range(threads):
+        for i in range(calls):
+            got = to_np(outs[t][i])
+            assert gemm_error_ratio(got, A[t], B[t], None, alpha(t, i), 0.0, "N", "N") < THRESHOLD, (t, i)
+
+
 def test_non_finite_alpha_still_raises_after_a_plan_exists():
     import cupy as cp
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _arrays as ar
+from .. import _launch as ln
 from .. import _plans as plans
 from .._operands import matrix_operand, overlaps, vector_operand, writable_directly
 from ..device_functions import build
@@ -136,10 +137,9 @@ _OPERAND_SLOTS = (A_PTR, X_PTR, Y_PTR, OUT_PTR)
 
 @dataclass(frozen=True)
 class Recipe:
-    """A call's launches in order, each (kernel, grid, threads, args) with Slots
-    among its arguments; ``work`` elements of the result dtype and ``segments``
-    tickets when blocks combine partial sums (0: none); the result's length and
-    dtype."""
+    """A call's launches in order (:class:`batched._launch.PackedLaunch`, Slots bound);
+    ``work`` elements of the result dtype and ``segments`` tickets when blocks combine
+    partial sums (0: none); the result's length and dtype."""
 
     launches: tuple
     work: int
@@ -151,19 +151,24 @@ class Recipe:
 def run(recipe: Recipe, pointers, alpha, beta, xp) -> None:
     """Enqueue the recipe with the (A, x, y, out) addresses ``pointers`` (0 for one
     not read) and the converted scalars."""
-    bound = dict(zip(_OPERAND_SLOTS, (np.uint64(v) for v in pointers)))
-    bound[ALPHA], bound[BETA] = alpha, beta
+    values = dict(zip(_OPERAND_SLOTS, pointers))
+    values[ALPHA], values[BETA] = alpha, beta
     if recipe.work:  # the pool may hand the workspace on once the launches are enqueued
-        bound[WORK], bound[COUNTERS] = xp.empty(recipe.work, recipe.dtype), segment_counters(xp, recipe.segments)
+        work, counters = xp.empty(recipe.work, recipe.dtype), segment_counters(xp, recipe.segments)
+        values[WORK], values[COUNTERS] = work.data.ptr, counters.data.ptr
     else:
-        bound[WORK] = bound[COUNTERS] = np.uint64(0)
-    for kernel, grid, threads, args in recipe.launches:
-        kernel((grid,), (threads,), tuple(bound[a] if type(a) is Slot else a for a in args))
+        values[WORK] = values[COUNTERS] = 0
+    for launch in recipe.launches:
+        launch(values)
 
 
-def launch_step(source: Path, name: str, grid: int, threads: int, args) -> tuple:
-    """One launch of a recipe: the compiled kernel of ``name`` in ``source``."""
-    return build.get_kernel(source, name), grid, threads, tuple(args)
+def launch_step(source: Path, name: str, grid: int, threads: int, args, dtype) -> ln.PackedLaunch:
+    """One launch of a recipe: the compiled kernel of ``name`` in ``source``; each Slot
+    among ``args`` is bound at run time (the scalars in ``dtype``, the rest addresses)."""
+    held = tuple((np.dtype(dtype).type(0) if a in (ALPHA, BETA) else np.uint64(0)) if type(a) is Slot else a
+                 for a in args)
+    bound = [(i, a) for i, a in enumerate(args) if type(a) is Slot]
+    return ln.PackedLaunch(build.get_kernel(source, name), grid, threads, 0, held, bound)
 
 
 _recipes: dict = {}
@@ -193,7 +198,7 @@ def try_replay(key, A, x, y, out, alpha, beta):
     scalars = plans.replay_scalars(recipe.dtype, zeros, alpha, beta)
     if scalars is None:
         return None
-    target = plans.replay_target(out, (A, x), y, scalars[1] != 0, (recipe.rows,), recipe.dtype)
+    target = plans.replay_target(out, (A, x), y, bool(scalars[1]), (recipe.rows,), recipe.dtype)
     if target is not None:
         import cupy
 
@@ -214,7 +219,7 @@ def record(key, recipe: Recipe, pointers, given, p: Problem) -> None:
         return
     if len(_recipes) >= _MAX_RECIPES:
         _recipes.clear()
-    _recipes[key] = (recipe, (p.alpha == 0, p.beta == 0))
+    _recipes[key] = (recipe, (not p.alpha, not p.beta))
 
 
 def clear_replays() -> None:

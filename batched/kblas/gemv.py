@@ -149,6 +149,6 @@ def _describe(p: cm.Problem, target, op: str, setting):
     args = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(a.cols), np.int32(shift),
             cm.X_PTR, incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA,
             np.int32(flags), np.int32(s.parts), cm.WORK, cm.COUNTERS)
-    step = cm.launch_step(SOURCE, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads, args)
+    step = cm.launch_step(SOURCE, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads, args, p.dtype)
     recipe = cm.Recipe((step,), work, segments if work else 0, p.rows, p.dtype)
     return recipe, (a.base, x_ptr, y_ptr, o_ptr), keep

@@ -164,8 +164,8 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
     matrix = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift), np.int32(flags), cm.X_PTR, incx)
     steps = [cm.launch_step(SOURCE, diag, blocks, s.threads,
                             (*matrix, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco,
-                             cm.ALPHA, cm.BETA))]
+                             cm.ALPHA, cm.BETA), p.dtype)]
     if blocks > 1:  # after the diagonal kernel on the same stream: out is initialised
         steps.append(cm.launch_step(SOURCE, offdiag, blocks * s.parts, s.threads,
-                                    (*matrix, cm.OUT_PTR, inco, cm.ALPHA, np.int32(s.parts))))
+                                    (*matrix, cm.OUT_PTR, inco, cm.ALPHA, np.int32(s.parts)), p.dtype))
     return cm.Recipe(tuple(steps), 0, 0, p.rows, p.dtype), (a.base, x_ptr, y_ptr, o_ptr), keep
