@@ -10,11 +10,11 @@
 //   (exact) so that its largest entry is in [1/2, 1), and writes the bidiagonal:
 //   d at d_out + b * k_ld (k = min(p, q) entries), e at e_out + b * k_ld (k - 1), and
 //   x at scale[b].  NaN/Inf in the matrix: d all NaN.  A grid-stride loop, each
-//   group on its own matrices (no barrier between groups); each lane's row of the
-//   group's next matrix is copied by cp.async into dynamic shared memory (NC G
-//   entries a group) while the group works on the current one.  (ncu, double 32 x
-//   32: a sixth of the time waited on the matrix's loads.  Measured, the gain came
-//   as much with one matrix a group, nothing to overlap: see design.md.)
+//   group on its own matrices (no barrier between groups); the group's next matrix
+//   is copied by cp.async into dynamic shared memory (NC (G + 1) entries a group)
+//   while the group works on the current one.  (ncu, double 32 x 32: a sixth of the
+//   time waited on the matrix's loads.  Measured, the gain came as much with one
+//   matrix a group, nothing to overlap: see design.md.)
 // lasq_kernel: thread b takes d, e and scale[b] (all of order k), runs dqds in
 //   dynamic shared memory (4 k entries a thread, interleaved), and writes the k
 //   values, descending, times 2^x, at s + b * s_ld; info[b] = 0, the count of values
@@ -44,17 +44,40 @@ template <typename R> struct Gebd2LanesView {
   }
 };
 
-// Lane i's entries of the matrix in view into its slots of the group's stage (entry c at
-// stage[c G + i]: the lanes' copies of one c land on consecutive words).  A rolled loop
-// with a running address: unrolled, the 32 addresses were live beside the matrix in
-// registers (double 32 x 32: 198 registers against 168).
+// Lane i's row of the stage, entry c at stage[c gebd2_stage_ld(G) + i]: the lanes
+// read one c from consecutive words, and the strided copy below writes a run of
+// consecutive c to distinct banks (a row of G words would put the run in one bank).
+__host__ __device__ constexpr int gebd2_stage_ld(int G) { return G + 1; }
+
+// Whether the group copies the matrix in view together (gebd2_lanes_fetch): when the
+// lanes' rows lie across its columns (rs != 1, a C-ordered tall matrix, rows ld
+// apart) in groups of 32.  H100, one process, against each lane copying its own row
+// (the one way before): float 32 x 24 1088 -> 1002 us, double 2026 -> 1735; in groups
+// of 16 no gain (float 16 x 12 650 -> 703, double 1064 -> 1066), and dealt out for
+// every matrix the two syncs and the longer loop cost 4-18 % at 8 x 8 and 16 x 16.
+template <int G, typename R> __device__ __forceinline__ bool gebd2_lanes_dealt(const Gebd2LanesView<R>& v) {
+  return G == 32 && v.rs != 1;
+}
+
+// The copy of the matrix in view into the group's stage.  Each lane copies its own
+// row (at each c the lanes read consecutive addresses when rs == 1), or, when
+// gebd2_lanes_dealt, the group deals the entries out in memory order
+// (for_each_element: cs == 1, each instruction reads consecutive addresses) and the
+// lanes write each other's slots: the caller then syncs the group before the copy,
+// once every lane has read its row of the stage, and after the wait.
 template <int G, int NC, typename R>
-__device__ __forceinline__ void gebd2_lanes_fetch(const Gebd2LanesView<R>& v, int i, R* stage) {
-  if (i < v.rows) {
-    const R* src = v.mat + i * v.rs;
-    const int cols = v.cols < NC ? v.cols : NC;
-#pragma unroll 1
-    for (int c = 0; c < cols; ++c, src += v.cs) bdf::copy_async(stage + c * G + i, src);
+__device__ __forceinline__ void gebd2_lanes_fetch(bdf::ThreadGroup<G> g, const Gebd2LanesView<R>& v, R* stage) {
+  constexpr int SLD = gebd2_stage_ld(G);
+  const int cols = v.cols < NC ? v.cols : NC;
+  if (!gebd2_lanes_dealt<G>(v)) {
+    if (g.rank < v.rows) {  // a rolled loop with a running address: unrolled, the 32 addresses
+      const R* src = v.mat + g.rank * v.rs;  // were live beside the matrix (double 32 x 32: 198
+#pragma unroll 1                              // registers against 168)
+      for (int c = 0; c < cols; ++c, src += v.cs) bdf::copy_async(stage + c * SLD + g.rank, src);
+    }
+  } else {
+    bdf::for_each_element(g, cols, v.rows,
+                          [&](int c, int i) { bdf::copy_async(stage + c * SLD + i, v.mat + c + i * v.rs); });
   }
   bdf::stage_commit();
 }
@@ -71,25 +94,33 @@ gebd2_lanes_kernel(MatA A, typename MatA::value_type* d_out, typename MatA::valu
   const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
   const int grp = int(threadIdx.x / G);
   const int i = g.rank;
-  R* stage = reinterpret_cast<R*>(gebd2_lanes_stage) + grp * (NC * G);
+  constexpr int SLD = gebd2_stage_ld(G);
+  R* stage = reinterpret_cast<R*>(gebd2_lanes_stage) + grp * (NC * SLD);
   const long long step = (long long)gridDim.x * GROUPS;
   long long b = (long long)blockIdx.x * GROUPS + grp;
-  if (b < count) gebd2_lanes_fetch<G, NC>(Gebd2LanesView<R>(A, b), i, stage);
+  // The view is built again for each copy rather than carried through the
+  // reduction, where its fields would hold registers.
+  if (b < count) gebd2_lanes_fetch<G, NC>(g, Gebd2LanesView<R>(A, b), stage);
   for (; b < count; b += step) {
     const Gebd2LanesView<R> v(A, b);
     const int cols = v.cols;
     R a[NC];
     R amax = R(0);
     bool bad = false;
-    bdf::stage_wait<0>();  // this lane's copies (only it reads its slots)
+    bdf::stage_wait<0>();
+    if (gebd2_lanes_dealt<G>(v)) g.sync();  // the group copied the rows together
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      const R x = (i < v.rows && c < cols) ? stage[c * G + i] : R(0);
+      const R x = (i < v.rows && c < cols) ? stage[c * SLD + i] : R(0);
       a[c] = x;
       bad = bad || !bdf::bd_finite(x);
       amax = bdf::bd_max(amax, bdf::bd_abs(x));
     }
-    if (b + step < count) gebd2_lanes_fetch<G, NC>(Gebd2LanesView<R>(A, b + step), i, stage);
+    if (b + step < count) {
+      const Gebd2LanesView<R> next(A, b + step);
+      if (gebd2_lanes_dealt<G>(next)) g.sync();  // its copy writes every lane's slots: rows read first
+      gebd2_lanes_fetch<G, NC>(g, next, stage);
+    }
 #pragma unroll
     for (int s = G / 2; s >= 1; s /= 2) amax = bdf::bd_max(amax, bdf::shfl_xor(amax, s, g.lanes()));
     bad = __any_sync(g.lanes(), bad);

@@ -55,9 +55,10 @@ build.register(SOURCE, [gebd2_kernel_name(dt, s) for dt in _REAL_DTYPES for s in
 
 def gebd2_stage_bytes(setting: DqdsSetting, itemsize: int) -> tuple[int, int]:
     """(dynamic, static) shared bytes of gebd2_lanes_kernel: the next matrices' stage
-    (NC G entries a group) and the groups' Gebd2LanesShared (tile NC x (G + 2), w NC)."""
+    (NC (G + 1) entries a group: gebd2_stage_ld) and the groups' Gebd2LanesShared
+    (tile NC x (G + 2), w NC)."""
     groups = GEBD2_LANES_THREADS // setting.group
-    dynamic = groups * setting.cols * setting.group * itemsize
+    dynamic = groups * setting.cols * (setting.group + 1) * itemsize
     static = groups * setting.cols * (setting.group + 3) * itemsize
     return dynamic, static
 
