@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import batched as bt
 from batched.settings import PACKED_SETTING
-from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
+from conftest import HAVE_GPU, NO_GPU_REASON, assert_unchanged, nan_like_out, rng_for, snapshot, to_np, to_xp
 from residuals import gemv_error_ratio
 from strategies import (DTYPES, MIXED_DTYPES, SETTINGS, arrange, gemv_cases, random_array, variable_shapes)
 
@@ -418,6 +418,28 @@ def test_gemv_variable_batch(xp, setting, shapes, dtype, trans, orders, prepared
     # and without out=: a new list
     results = bt.gemv(A_arg, to_xp(xp, xs), trans=trans, setting=setting)
     check_members(results, As, xs, None, 1.0, 0.0, trans)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason=NO_GPU_REASON)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=str)
+def test_gemv_variable_batch_of_20000_members_on_two_streams(dtype):
+    """20,000 members of 1-8 rows and columns, more than one wave of the kernel's
+    groups; three launches in a row, the last on another stream, every result
+    against NumPy into NaN."""
+    import cupy as cp
+
+    rng = rng_for("variable-20000", str(np.dtype(dtype)))
+    shapes = [tuple(int(v) for v in rng.integers(1, 9, 2)) for _ in range(20_000)]
+    As = [random_array(rng, s, dtype) for s in shapes]
+    batch = bt.VariableBatch(to_xp(cp, As))
+    for call in range(3):
+        xs = [random_array(rng, (s[1],), dtype) for s in shapes]
+        outs = [nan_like_out(cp, (s[0],), dtype) for s in shapes]
+        with cp.cuda.Stream() if call == 2 else cp.cuda.Stream.null:
+            bt.gemv(batch, to_xp(cp, xs), out=outs)
+            cp.cuda.get_current_stream().synchronize()
+        check_members(outs, As, xs, None, 1.0, 0.0, "N")
 
 
 @pytest.mark.parametrize("setting", SETTINGS_UNDER_TEST, ids=str)
