@@ -35,6 +35,7 @@
 #pragma once
 #include "common.cuh"
 #include "bdsqr.cuh"
+#include "refined_approx.cuh"
 
 namespace bdf {
 
@@ -79,42 +80,23 @@ template <typename R, int NC, int THREADS, int GROUPS> struct GesvjShared {
   int pos[NC][GROUPS + 1];  // each column's place in the descending order
 };
 
-// Hardware approximations (MUFU) for the parts of a rotation that need not be
-// exact: the test's 1 / sqrt and the angle t (any t gives an orthogonal rotation
-// as long as c = 1 / sqrt(1 + t^2) matches it; an approximate t only leaves a
-// smaller remainder of a_p . a_q for the next sweep).  Double: one Newton step
-// each (about 2^-40); c: exact to rounding (two Newton steps in double, one in
-// float, from w = 1 + t^2 in [1, 2]).  Inputs are normal numbers here.
-__device__ __forceinline__ float gesvj_rcp(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ double gesvj_rcp(double x) {
-  double r;
-  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
-  return fma(r, fma(-x, r, 1.0), r);
-}
-__device__ __forceinline__ float gesvj_rsqrt_rough(float x) {
-  float r;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ double gesvj_rsqrt_rough(double x) {
-  double r;
-  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
-  return r;
-}
-template <typename R> __device__ __forceinline__ R gesvj_rsqrt_step(R w, R y) {  // Newton for 1 / sqrt(w)
-  return y * fma(R(-0.5) * w, y * y, R(1.5));
+// Hardware approximations (MUFU, refined_approx.cuh) for the parts of a rotation that
+// need not be exact: the test's 1 / sqrt and the angle t (any t gives an orthogonal
+// rotation as long as c = 1 / sqrt(1 + t^2) matches it; an approximate t only leaves a
+// smaller remainder of a_p . a_q for the next sweep).  Double: one Newton step each
+// (about 2^-40); c: exact to rounding (two Newton steps in double, one in float, from
+// w = 1 + t^2 in [1, 2]).  Inputs are normal numbers here.
+template <typename R> __device__ __forceinline__ R gesvj_rcp(R x) {
+  const R r = rcp_approx(x);
+  return sizeof(R) == 8 ? rcp_step(x, r) : r;
 }
 template <typename R> __device__ __forceinline__ R gesvj_sqrt(R w) {  // sqrt(w), w >= 1
-  const R y = gesvj_rsqrt_rough(w), s = w * y;
-  return sizeof(R) == 8 ? fma(R(0.5) * y, fma(-s, s, w), s) : s;
+  const R y = rsqrt_approx(w);
+  return sizeof(R) == 8 ? sqrt_from_rsqrt(w, y) : w * y;
 }
 template <typename R> __device__ __forceinline__ R gesvj_cosine(R w) {  // 1 / sqrt(w), w in [1, 2], to rounding
-  R y = gesvj_rsqrt_step(w, gesvj_rsqrt_rough(w));
-  if (sizeof(R) == 8) y = gesvj_rsqrt_step(w, y);
+  R y = rsqrt_step(w, rsqrt_approx(w));
+  if (sizeof(R) == 8) y = rsqrt_step(w, y);
   return y;
 }
 
@@ -132,7 +114,7 @@ template <typename R>
 __device__ __forceinline__ bool gesvj_rotation(R app, R aqq, R apq, R tol, R& c, R& t) {
   using K = GesvjLimits<R>;
   const bool above = app >= K::floor && aqq >= K::floor;
-  const R rp = gesvj_rsqrt_rough(bd_max(app, K::floor)), rq = gesvj_rsqrt_rough(bd_max(aqq, K::floor));
+  const R rp = rsqrt_approx(bd_max(app, K::floor)), rq = rsqrt_approx(bd_max(aqq, K::floor));
   const bool rotate = above && bd_abs(apq) * rp * rq > tol;
   // |zeta| <= 2 * 32^2 / (2 tol floor): no overflow, and t >= 1 / (4 |zeta|) is a normal number
   const R zeta = (aqq - app) * gesvj_rcp(R(2) * apq), z = bd_abs(zeta);

@@ -70,9 +70,11 @@ __device__ __forceinline__ void gebd2_lanes_fetch(bdf::ThreadGroup<G> g, const G
   constexpr int SLD = gebd2_stage_ld(G);
   const int cols = v.cols < NC ? v.cols : NC;
   if (!gebd2_lanes_dealt<G>(v)) {
-    if (g.rank < v.rows) {  // a rolled loop with a running address: unrolled, the 32 addresses
-      const R* src = v.mat + g.rank * v.rs;  // were live beside the matrix (double 32 x 32: 198
-#pragma unroll 1                              // registers against 168)
+    // A rolled loop with a running address: unrolled, the 32 addresses were live beside
+    // the matrix (double 32 x 32: 198 registers against 168).
+    if (g.rank < v.rows) {
+      const R* src = v.mat + g.rank * v.rs;
+#pragma unroll 1
       for (int c = 0; c < cols; ++c, src += v.cs) bdf::copy_async(stage + c * SLD + g.rank, src);
     }
   } else {
