@@ -12,9 +12,9 @@
 //
 // Storage:  two copies of the array (ping-pong: a transform reads copy p and writes
 //           1 - p, so a shift that proves too large costs nothing to undo), entry i
-//           of copy p at z[(4 i + 2 p) s] (q) and z[(4 i + 2 p + 1) s] (e), with s
-//           the stride between the threads' arrays (interleaved in shared memory,
-//           the threads of a warp on consecutive words).  On return the eigenvalues
+//           of copy p at z[(4 i + 2 p) s] (q) and z[(4 i + 2 p + 1) s] (e), with s = 32
+//           (the arrays of a warp's threads interleaved in shared memory, the threads
+//           on consecutive words: LasqArray).  On return the eigenvalues
 //           (squared singular values, any order) are the q's of copy 0.
 // Blocks:   an e_i <= 0 splits the array: the blocks are independent.  The bottom
 //           block [i0, n0] is worked on; a split found inside it stores -sigma in
@@ -61,34 +61,52 @@ template <typename R> __device__ __forceinline__ R lasq_divide(R x, R y) {
   return x * rcp_refined(y);
 }
 
+// The threads' arrays, interleaved a warp at a time: entry j of lane l's array at
+// z[j * 32] from its own start (the warp's arrays side by side, so that the lanes of a
+// warp touch consecutive words).  The stride is a constant whatever the block's size:
+// the transform's addresses are then a pointer and immediate offsets (with the block's
+// size as the stride, each step spent five integer instructions recomputing them).
 template <typename R> struct LasqArray {
+  static constexpr int s = 32;
   R* z;
-  int s;
   __device__ __forceinline__ R& q(int p, int i) const { return z[(4 * i + 2 * p) * s]; }
   __device__ __forceinline__ R& e(int p, int i) const { return z[(4 * i + 2 * p + 1) * s]; }
 };
 
-// One dqds transform of rows [i0, n0] from copy p to copy 1 - p.  False (copy 1 - p
-// partly written, copy p intact) as soon as a d goes negative (or NaN); then dn is that
-// d and `last` says whether it was the final one, d_n0.  True: dmin, dn, the smallest
-// new e above the bottom row (emin: the bottom one is the deflation test's) and the
-// largest new q (qmax).
-template <typename R>
-__device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, int n0, R tau, R& dmin, R& dn,
-                                               bool& last, R& emin, R& qmax) {
+// The loop's minima and maxima: bd_min / bd_max, but the IEEE fminf / fmaxf (one FMNMX
+// against a compare and a select) in the fast loop for float, whose operands are never
+// NaN when its results are kept (a NaN comes only after a qh below tiny: see below).
+// (For double, fmin's NaN handling costs more than bd_min's compare and two selects.)
+template <bool CAREFUL, typename R> __device__ __forceinline__ R lasq_min(R a, R b) {
+  if constexpr (!CAREFUL && sizeof(R) == 4) return fminf(a, b);
+  else return bd_min(a, b);
+}
+template <bool CAREFUL, typename R> __device__ __forceinline__ R lasq_max(R a, R b) {
+  if constexpr (!CAREFUL && sizeof(R) == 4) return fmaxf(a, b);
+  else return bd_max(a, b);
+}
+
+// The loop of lasq_transform (see there).  CAREFUL = false: t by the reciprocal's
+// approximation alone, and qh_low the smallest qh met (a qh below tiny makes that t
+// wrong: the caller then runs the loop again, CAREFUL, from the same copy p);
+// CAREFUL: lasq_divide.
+template <bool CAREFUL, typename R>
+__device__ __forceinline__ bool lasq_transform_loop(LasqArray<R> z, int p, int i0, int n0, R tau, R& dmin, R& dn,
+                                                    bool& last, R& emin, R& qmax, R& qh_low) {
   // The entry i of a copy and entry i + 1 are 4 s apart; the reads run one entry ahead
   // of the writes (the copies never overlap), off the chain through d.
-  const int step = 4 * z.s;
+  constexpr int s = LasqArray<R>::s, step = 4 * s;
+  qh_low = R(1e30);
   const R* src = &z.q(p, i0);
   R* dst = &z.q(1 - p, i0);
   R d = src[0] - tau;
   last = i0 == n0;
   dn = d;
   if (!(d >= R(0))) return false;
-  R low = d, e_low = R(1e30), q_high = R(0);  // the arrays' entries are at most about n
+  R low = d, e_low = R(1e30), q_high = R(0), qh_min = qh_low;  // the arrays' entries are at most about n
   R e_i = R(0), q_next = R(0);
   if (i0 < n0) {
-    e_i = src[z.s];
+    e_i = src[s];
     q_next = src[step];
   }
   for (int i = i0; i < n0; ++i) {
@@ -97,32 +115,58 @@ __device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, in
     const R qh = d + e_i;
     const bool split = e_i == R(0);
     const R q_i1 = q_next;  // q_{i+1}; the registers are refilled with entry i + 1's below
-    const R t = lasq_divide(q_i1, qh);
+    R t;
+    if constexpr (CAREFUL) {
+      t = lasq_divide(q_i1, qh);
+    } else {
+      t = q_i1 * rcp_refined(qh);
+      qh_min = lasq_min<CAREFUL>(qh_min, qh);
+    }
     const R e_new = split ? R(0) : e_i * t;
     if (i + 1 < n0) {
-      e_i = src[step + z.s];
+      e_i = src[step + s];
       q_next = src[2 * step];
-      e_low = bd_min(e_low, e_new);
+      e_low = lasq_min<CAREFUL>(e_low, e_new);
     }
     dst[0] = qh;
-    dst[z.s] = e_new;
+    dst[s] = e_new;
     src += step;
     dst += step;
     d = (split ? q_i1 : d * t) - tau;
     if (!(d >= R(0))) {
       dn = d;
       last = i + 1 == n0;
+      qh_low = qh_min;
       return false;
     }
-    low = bd_min(low, d);
-    q_high = bd_max(q_high, qh);
+    low = lasq_min<CAREFUL>(low, d);
+    q_high = lasq_max<CAREFUL>(q_high, qh);
   }
   dst[0] = d;
   dmin = low;
   dn = d;
   emin = e_low;
   qmax = q_high;
+  qh_low = qh_min;
   return true;
+}
+
+// One dqds transform of rows [i0, n0] from copy p to copy 1 - p.  False (copy 1 - p
+// partly written, copy p intact) as soon as a d goes negative (or NaN); then dn is that
+// d and `last` says whether it was the final one, d_n0.  True: dmin, dn, the smallest
+// new e above the bottom row (emin: the bottom one is the deflation test's) and the
+// largest new q (qmax).  The division t = q_{i+1} / qh is the reciprocal's
+// approximation, with the IEEE division where qh is not a normal number (lasq_divide);
+// that case is rare (a d and an e both below tiny), so the loop runs without its test
+// and is run again with it when a qh below tiny was met: the same values either way,
+// two instructions fewer a step.
+template <typename R>
+__device__ __forceinline__ bool lasq_transform(LasqArray<R> z, int p, int i0, int n0, R tau, R& dmin, R& dn,
+                                               bool& last, R& emin, R& qmax) {
+  R qh_low;
+  bool ok = lasq_transform_loop<false>(z, p, i0, n0, tau, dmin, dn, last, emin, qmax, qh_low);
+  if (!(qh_low >= BdLimits<R>::tiny)) ok = lasq_transform_loop<true>(z, p, i0, n0, tau, dmin, dn, last, emin, qmax, qh_low);
+  return ok;
 }
 
 // The shift for the next transform of [i0, n0] in copy p (see Shifts above); dmin < 0

@@ -16,7 +16,7 @@
 //   time waited on the matrix's loads.  Measured, the gain came as much with one
 //   matrix a group, nothing to overlap: see design.md.)
 // lasq_kernel: thread b takes d, e and scale[b] (all of order k), runs dqds in
-//   dynamic shared memory (4 k entries a thread, interleaved), and writes the k
+//   dynamic shared memory (4 k entries a thread, a warp's interleaved), and writes the k
 //   values, descending, times 2^x, at s + b * s_ld; info[b] = 0, the count of values
 //   that did not converge in max_passes transforms, or k for NaN/Inf (values NaN).
 #include "common.cuh"
@@ -156,7 +156,8 @@ lasq_kernel(const R* d_in, const R* e_in, long long k_ld, const int* scale, long
   extern __shared__ unsigned char lasq_smem[];
   const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const bool live = b < count;
-  const bdf::LasqArray<R> z{reinterpret_cast<R*>(lasq_smem) + threadIdx.x, int(blockDim.x)};
+  // each warp's k-entry arrays (4 k values a thread) interleaved: LasqArray's layout
+  const bdf::LasqArray<R> z{reinterpret_cast<R*>(lasq_smem) + (threadIdx.x / 32) * (4 * k * 32) + threadIdx.x % 32};
   const R* db = d_in + b * k_ld;
   const R* eb = e_in + b * k_ld;
   R* sb = s_out + b * s_ld;
