@@ -176,17 +176,20 @@ __device__ __forceinline__ R lasq_shift(LasqArray<R> z, int p, int i0, int n0, R
   if (dmin >= R(0) && dmin < dn * R(0.999999)) return R(0.25) * dmin;
   const R fallback = R(0.25) * bd_max(dmin, R(0));
   if (z.e(p, n0 - 1) > z.q(p, n0 - 1)) return fallback;
-  R b = lasq_divide(z.e(p, n0 - 1), z.q(p, n0 - 1));
+  // The ratios e / q <= 1 by the reciprocal's approximation alone: a q below tiny
+  // makes one Inf or NaN (its e is at most q), and then a fails the test below and the
+  // fallback is taken (an estimate, not a bound: any shift is safe to try).
+  R b = z.e(p, n0 - 1) * rcp_refined(z.q(p, n0 - 1));
   R a = b;
   const int stop = n0 - 9 > i0 - 1 ? n0 - 9 : i0 - 1;
   for (int i = n0 - 2; i > stop; --i) {
     if (z.e(p, i) > z.q(p, i)) break;
-    b *= lasq_divide(z.e(p, i), z.q(p, i));
+    b *= z.e(p, i) * rcp_refined(z.q(p, i));
     a += b;
     if (R(100) * b < a) break;
   }
   if (!(a < R(0.5))) return fallback;
-  return lasq_divide(z.q(p, n0) * (R(1) - a), R(1) + a);
+  return z.q(p, n0) * (R(1) - a) * rcp_refined(R(1) + a);  // 1 + a in [1, 1.5)
 }
 
 // The threads of `warp` (the mask of those in the call) run in rounds: each round
