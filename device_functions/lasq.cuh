@@ -104,11 +104,8 @@ __device__ __forceinline__ bool lasq_transform_loop(LasqArray<R> z, int p, int i
   dn = d;
   if (!(d >= R(0))) return false;
   R low = d, e_low = R(1e30), q_high = R(0), qh_min = qh_low;  // the arrays' entries are at most about n
-  R e_i = R(0), q_next = R(0);
-  if (i0 < n0) {
-    e_i = src[s];
-    q_next = src[step];
-  }
+  // i0 < n0: the caller transforms blocks of two rows or more (one row is deflated)
+  R e_i = src[s], q_next = src[step];
   for (int i = i0; i < n0; ++i) {
     // e_i = 0 splits the array: the part below starts afresh from q_{i+1} (the limit
     // of d t as d / qh -> 1, and the only way when d = 0 too).
@@ -151,7 +148,7 @@ __device__ __forceinline__ bool lasq_transform_loop(LasqArray<R> z, int p, int i
   return true;
 }
 
-// One dqds transform of rows [i0, n0] from copy p to copy 1 - p.  False (copy 1 - p
+// One dqds transform of rows [i0, n0], i0 < n0, from copy p to copy 1 - p.  False (copy 1 - p
 // partly written, copy p intact) as soon as a d goes negative (or NaN); then dn is that
 // d and `last` says whether it was the final one, d_n0.  True: dmin, dn, the smallest
 // new e above the bottom row (emin: the bottom one is the deflation test's) and the
@@ -175,21 +172,26 @@ template <typename R>
 __device__ __forceinline__ R lasq_shift(LasqArray<R> z, int p, int i0, int n0, R dmin, R dn) {
   if (dmin >= R(0) && dmin < dn * R(0.999999)) return R(0.25) * dmin;
   const R fallback = R(0.25) * bd_max(dmin, R(0));
-  if (z.e(p, n0 - 1) > z.q(p, n0 - 1)) return fallback;
+  // The entries from the bottom up by a pointer (q_i at at[0], e_i at at[s]).
+  constexpr int s = LasqArray<R>::s, step = 4 * s;
+  const R* at = &z.q(p, n0 - 1);
+  const R q_bottom = at[step];
+  if (at[s] > at[0]) return fallback;
   // The ratios e / q <= 1 by the reciprocal's approximation alone: a q below tiny
   // makes one Inf or NaN (its e is at most q), and then a fails the test below and the
   // fallback is taken (an estimate, not a bound: any shift is safe to try).
-  R b = z.e(p, n0 - 1) * rcp_refined(z.q(p, n0 - 1));
+  R b = at[s] * rcp_refined(at[0]);
   R a = b;
-  const int stop = n0 - 9 > i0 - 1 ? n0 - 9 : i0 - 1;
-  for (int i = n0 - 2; i > stop; --i) {
-    if (z.e(p, i) > z.q(p, i)) break;
-    b *= z.e(p, i) * rcp_refined(z.q(p, i));
+  // rows n0 - 2 down to max(n0 - 8, i0)
+  for (int left = n0 - 1 - (n0 - 8 > i0 ? n0 - 8 : i0); left > 0; --left) {
+    at -= step;
+    if (at[s] > at[0]) break;
+    b *= at[s] * rcp_refined(at[0]);
     a += b;
     if (R(100) * b < a) break;
   }
   if (!(a < R(0.5))) return fallback;
-  return z.q(p, n0) * (R(1) - a) * rcp_refined(R(1) + a);  // 1 + a in [1, 1.5)
+  return q_bottom * (R(1) - a) * rcp_refined(R(1) + a);  // 1 + a in [1, 1.5)
 }
 
 // The threads of `warp` (the mask of those in the call) run in rounds: each round
