@@ -151,10 +151,13 @@ def _svdvals_numpy(a, max_passes):
     return s, info
 
 
-def _lasq_one(d, e, max_passes):
+def _lasq_one(d, e, max_passes, attempts=None):
     """dqds on one bidiagonal (lasq.cuh's lasq_values, statement for statement):
     (the squared singular values, ascending; info).  The caller scales d and e so
-    that the largest is about 1 (squares below the underflow threshold count as zero)."""
+    that the largest is about 1 (squares below the underflow threshold count as zero).
+    ``attempts``, a list, receives (rows, ok) for each transform tried, in order: the
+    block's order n0 - i0 + 1 and whether it succeeded (tools/dqds_rounds.py counts
+    the kernel's rounds from it)."""
     rdt = d.dtype.type
     n = len(d)
     tol = rdt(100) * rdt(np.finfo(d.dtype).eps)
@@ -208,6 +211,8 @@ def _lasq_one(d, e, max_passes):
         while passes < max_passes:
             passes += 1
             ok, dmin_t, dn_t, last, emin_t, qmax_t = _lasq_transform(z, p, i0, n0, tau)
+            if attempts is not None:
+                attempts.append((n0 - i0 + 1, ok))
             if ok:
                 dmin, dn = dmin_t, dn_t
                 break

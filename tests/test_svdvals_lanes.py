@@ -241,3 +241,31 @@ def test_gpu_matches_numpy_twin(xp):
             g = to_np(svdvals(xp.asarray(A), setting=s))
             c = svdvals(A, setting=s)
             assert np.abs(g - c).max() <= 10 * s.group * np.finfo(np.float64).eps * c[:, 0].max()
+
+
+def test_attempts_record_and_round_counts():
+    """_lasq_one's attempt record (tools/dqds_rounds.py reads the kernel's rounds from
+    it) leaves the values alone, ends every matrix's list with successes only where
+    transforms ran, and the round counts follow it: a group's rounds are its longest
+    list and its round work at least its rounds (every attempt has two rows or more)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "dqds_rounds", Path(__file__).resolve().parent.parent / "tools" / "dqds_rounds.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    n, count = 12, 64  # two whole groups of 32: the means below compare exactly
+    d, e = tool.bidiagonals(count, n, np.float64, seed=3)
+    attempts = []
+    for b in range(count):
+        attempts.append([])
+        vals, info = _lasq_one(d[b], e[b], 30 * n, attempts[-1])
+        plain, info_plain = _lasq_one(d[b], e[b], 30 * n)
+        assert np.array_equal(vals, plain) and info == info_plain == 0
+        assert attempts[-1] and all(2 <= rows <= n for rows, _ in attempts[-1])
+        assert attempts[-1][-1][1]  # the last transform of a finished matrix succeeded
+    stats = tool.round_stats(attempts)
+    assert stats["rounds"] == np.mean([max(len(a) for a in attempts[g:g + 32]) for g in (0, 32)])
+    assert stats["round_work"] >= 2 * stats["rounds"]
+    assert stats["transforms"] <= stats["rounds"] and 0 <= stats["failures"] < stats["transforms"]
