@@ -129,18 +129,26 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
 # --- the NumPy backend ---------------------------------------------------------------------
 
 
-def _svdvals_numpy(a, max_passes):
-    """a: (count, l, k) real, l >= k (a view; not modified).  (s, info)."""
+def _scaled_bidiagonals(a):
+    """(d, e, x, bad) of a (count, l, k) real stack, l >= k (not modified): each matrix
+    scaled by 2^-x[b] as the kernel scales it (NaN/Inf ones, ``bad``, zeroed), then
+    xGEBD2's d and e (count x k)."""
     from .gebrd import _gebd2_numpy
     from .gesvj import scale_to_unit
 
+    w, x, bad = scale_to_unit(a.copy())
+    d, e, _, _ = _gebd2_numpy(w)
+    return d, e, x, bad
+
+
+def _svdvals_numpy(a, max_passes):
+    """a: (count, l, k) real, l >= k (a view; not modified).  (s, info)."""
     count, rows, k = a.shape
     s = np.empty((count, k), a.dtype)
     info = np.zeros(count, np.int32)
     if count == 0 or k == 0:
         return s, info
-    w, x, bad = scale_to_unit(a.copy())
-    d, e, _, _ = _gebd2_numpy(w)
+    d, e, x, bad = _scaled_bidiagonals(a)
     for b in range(count):
         if bad[b]:
             s[b] = np.nan

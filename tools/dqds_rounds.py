@@ -27,12 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def bidiagonals(count: int, n: int, dtype, seed: int):
     """d, e (count x n) of random n x n Gaussian matrices, scaled as svdvals scales them."""
-    from batched.factorizations.gebrd import _gebd2_numpy
-    from batched.factorizations.gesvj import scale_to_unit
+    from batched.factorizations.svdvals_lanes import _scaled_bidiagonals
 
     a = np.random.default_rng(seed).standard_normal((count, n, n)).astype(dtype)
-    w, _, _ = scale_to_unit(a)
-    d, e, _, _ = _gebd2_numpy(w)
+    d, e, _, _ = _scaled_bidiagonals(a)
     return d, e
 
 
