@@ -86,11 +86,14 @@ TRSV_SETTINGS = (
 
 # The pipelined design's measured range (session 33; A/B on an H100, C-ordered DTRSV and
 # STRSV): (transposed, 8-byte or wider elements) -> (first n where it beat the one-warp
-# designs, ((largest n, warps a round), ...)).
+# designs, ((largest n, warps a round), ...)).  Session 40 (H200, every setting timed in
+# one process, 256 MiB of C-ordered matrices) moved the first n of 8-byte elements to 129:
+# the 8 x 4 warp ran DTRSV 'T' 64 in 66 us against 78 (pipelined, two warps) and 'N' 128
+# in 64.5 against 75 (four warps); on the H100 those were 84 against 80 and 79 against 81.
 _PIPELINED_RANGE = {
-    (False, True): (33, ((256, 2), (384, 4), (1024, 8))),
+    (False, True): (129, ((256, 2), (384, 4), (1024, 8))),
     (False, False): (65, ((384, 4), (1024, 8))),
-    (True, True): (65, ((128, 4), (256, 2), (384, 4), (1024, 8))),
+    (True, True): (129, ((256, 2), (384, 4), (1024, 8))),
     (True, False): (193, ((384, 4), (1024, 8))),
 }
 
@@ -109,7 +112,7 @@ def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 
 
 
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
-                        itemsize: int = 8, pipelined: bool = True) -> TrsvSetting:
+                        itemsize: int = 8, pipelined: bool = True, pieces: bool = False) -> TrsvSetting:
     """Default setting for the largest n of a batch and the kernel's op (``transposed``:
     op(A) transposes the column-major view the kernel reads, e.g. 'N' on a C-ordered
     batch), from ``bench/trsv.py --sweep`` on an H100 (every setting timed on DTRSV
@@ -123,8 +126,12 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     (double 64: 84 us against 108 for eight lanes, float 92 against 205); then the
     recursive design with MAGMA's window of 256, eight warps (double 512: 116 us
     against 177 blocked), except four warps blocked for float at 257-512 (133 us).
-    Transposed: four lanes, 4-wide tiles and GEMV updates to 32 (double 102 us,
-    float 111); to 64, sixteen lanes for 8-byte elements (77 against 98 for eight)
+    Transposed: to 32, the 32-lane single tile where it reads its rows in 16-byte
+    pieces (``pieces``: the rows aligned and n a multiple of a piece's elements,
+    factorizations/trsv.py's tile_pieces; session 40, H200: float 32 87 us against 105
+    for four lanes, double 81 against 86; without the pieces 157 and 110), else four
+    lanes, 4-wide tiles and GEMV updates (double 102 us, float 111); to 64, sixteen
+    lanes for 8-byte elements (77 against 98 for eight)
     and four for float (100 against 109); 8 x 4 to 256; four warps blocked to 512
     (double 123, float 119); beyond, the recursive design for 8-byte elements
     (double 1024: 297 us against 300) and four warps blocked to 1024 for float (238
@@ -159,7 +166,7 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
             return TrsvSetting(32, 4)
         return TrsvSetting(32, 8, window=256)
     if n <= 32:
-        return TrsvSetting(4, 1)
+        return TrsvSetting(32, 1) if pieces else TrsvSetting(4, 1)
     if n <= 64:
         return TrsvSetting(16, 1) if wide else TrsvSetting(4, 1)
     if n <= 256:

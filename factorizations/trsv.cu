@@ -25,6 +25,7 @@
 #define TRSV_LOWER 1  // the stored view is lower triangular
 #define TRSV_UNIT 2   // unit diagonal: the diagonal is never read
 #define TRSV_CHECK 4  // scan for a zero diagonal: info[b], and X = B for such a matrix (LAPACK)
+#define TRSV_ROWS16 8  // every stored column of every matrix starts at a 16-byte boundary
 
 // Sub-warp groups pack several matrices into one block (the launcher may launch fewer
 // than this many threads when the groups' shared memory would not fit).
@@ -154,7 +155,9 @@ trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* in
         continue;  // uniform over the group
       }
     }
-    bdf::trsv_tile_regs<T, W>(g.rank, n, a, lda, op, forward, unit, yi);
+    // the 16-byte pieces' path is compiled for the uniform layout, the only one flagged
+    bdf::trsv_tile_regs<T, W, bdf::is_uniform_matrix<MatA>::value>(g.rank, n, a, lda, op, forward, unit, yi,
+                                                                    flags & TRSV_ROWS16);
     if (g.rank < n) xv[row * X.inc] = yi;
   }
 }

@@ -24,7 +24,7 @@ from .settings import TRSV_SETTINGS, TrsvSetting, check_trsv_setting, choose_trs
 SOURCE = Path(__file__).with_name("trsv.cu")
 
 # Launch flags of trsv.cu; op(A) goes in bits 4..5.
-_LOWER, _UNIT, _CHECK = 1, 2, 4
+_LOWER, _UNIT, _CHECK, _ROWS16 = 1, 2, 4, 8
 
 
 def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
@@ -243,12 +243,15 @@ def _solve_numpy(A, X, lower, op, unit, check):
 # --- GPU ---------------------------------------------------------------------------------
 
 
-def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args):
+def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=False):
     """Launch the solve of ``count`` systems of at most ``n_max`` unknowns and ``nrhs``
-    right-hand sides; ``setting`` None takes the default for the kernel's op (``view_op``)."""
-    setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(),
-                                             transposed=ar.op_transposes(view_op),
-                                             itemsize=np.dtype(dtype).itemsize)
+    right-hand sides; ``setting`` None takes the default for the kernel's op (``view_op``).
+    ``rows16``: the uniform operand's stored columns all start at 16-byte boundaries."""
+    itemsize = np.dtype(dtype).itemsize
+    transposed = ar.op_transposes(view_op)
+    setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(), transposed=transposed,
+                                             itemsize=itemsize,
+                                             pieces=transposed and rows16 and tile_pieces(n_max, itemsize))
     plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, sv.smem_limit())
     name = tile_kernel_name(layout, dtype, setting.group_threads) if setting.single_tile(n_max) else \
         kernel_name(layout, dtype, setting)
@@ -257,6 +260,18 @@ def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args):
         kernel.max_dynamic_shared_size_bytes = plan.smem
     kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)),
            shared_mem=plan.smem)
+
+
+def tile_pieces(n: int, itemsize: int) -> bool:
+    """Whether the 32-lane single tile reads the rows of a transposing op with n unknowns
+    in 16-byte pieces (trsv.cuh, trsv_tile_load_pieces) when the rows are aligned."""
+    return itemsize < 16 and n % (16 // itemsize) == 0
+
+
+def _rows16(a, itemsize: int) -> bool:
+    """Does every stored column of every matrix of the uniform operand ``a`` start at a
+    16-byte boundary?"""
+    return a.base % 16 == 0 and (a.stride * itemsize) % 16 == 0 and (a.ld * itemsize) % 16 == 0
 
 
 def _flag_bits(lower_view, view_op, unit, check):
@@ -286,6 +301,7 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
     if count == 0 or n == 0:
         return X, info
     a = matrix_operand(A, batch, xp)
+    rows16 = _rows16(a, dtype.itemsize)
     if k == 0:  # nothing to solve, but LAPACK still reports a zero diagonal
         if check and not unit:
             zero = ar.exactly_zero(xp.diagonal(xp.broadcast_to(A, (*batch, n, n)), axis1=-2, axis2=-1), xp)
@@ -296,8 +312,9 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
     args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
             ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
-            info if check else np.uint64(0), _flag_bits(lower != a.transposed, view_op, unit, check))
-    _launch("uniform", dtype, setting, view_op, n, count, k, args)
+            info if check else np.uint64(0),
+            _flag_bits(lower != a.transposed, view_op, unit, check) | np.int32(_ROWS16 if rows16 else 0))
+    _launch("uniform", dtype, setting, view_op, n, count, k, args, rows16)
     del b_arr
     return X, info
 

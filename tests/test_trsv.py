@@ -127,6 +127,40 @@ def test_every_tile_and_window_edge(xp, setting, dtype):
                 assert r <= THRESHOLD, (n, lower, trans, unit, layout, r)
 
 
+def _rows_layout(xp, A, ld: int, offset: int):
+    """C-ordered A in a buffer whose rows are ``ld`` elements apart, starting ``offset``
+    elements into it; the padding is NaN."""
+    *batch, n, _ = A.shape
+    count = int(np.prod(batch, dtype=np.int64))
+    flat = xp.full(offset + count * n * ld, np.nan, dtype=A.dtype)
+    view = flat[offset:].reshape(*batch, n, ld)
+    view[..., :n] = to_xp(xp, A)
+    return view[..., :n]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=str)
+def test_rows_read_in_pieces(xp, dtype):
+    """The 32-lane single tile reads a transposing op's rows (C-ordered 'N', F-ordered
+    'T'/'C') in 16-byte pieces when every row starts at a 16-byte boundary and n is a
+    multiple of a piece's elements: n from 17 to 32 (the pieces' sizes and the others),
+    every flag, rows packed, padded (ld n + 4: the last row's padding is the buffer's
+    end) and, one element into the buffer, unaligned; the other triangle and the
+    padding are NaN."""
+    rng = rng_for("pieces", str(np.dtype(dtype)))
+    for n, lower, trans, unit in itertools.product((17, 20, 22, 30, 31, 32), (True, False), "NTC", (False, True)):
+        A = triangular(rng, (3,), n, dtype, "tri_rand", lower)
+        B = random_array(rng, (3, n), dtype)
+        for ld, offset in ((n, 0), (n + 4, 0), (n, 1)):
+            if trans == "N":
+                Ad = _rows_layout(xp, A, ld, offset)
+            else:  # 'T' / 'C' transpose the stored view of an F-ordered A
+                Ad = xp.swapaxes(_rows_layout(xp, np.swapaxes(A, -1, -2), ld, offset), -1, -2)
+            poison_pool(xp, B.nbytes)
+            X = bt.trsv(Ad, to_xp(xp, B), lower=lower, trans=trans, unit_diagonal=unit)
+            r = trsv_backward_error(to_np(X)[..., None], A, B[..., None], lower, trans, unit)
+            assert r <= THRESHOLD, (n, lower, trans, unit, ld, offset, r)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("setting", [TrsvSetting(32, 4, window=256), TrsvSetting(32, 8, window=256), None],
                          ids=str)
@@ -421,9 +455,9 @@ def test_chooser_picks_registered_settings_and_designs():
         s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
         assert s in TRSV_SETTINGS
         wide = itemsize >= 8
-        # the pipelined design from 33 (8-byte, not transposed), 65 (float not transposed,
-        # 8-byte transposed) or 193 (float transposed) to 1024 (session 33's A/B)
-        first = (33 if wide else 65) if not transposed else (65 if wide else 193)
+        # the pipelined design from 129 (8-byte, session 40's H200 sweep), 65 (float not
+        # transposed) or 193 (float transposed) to 1024 (session 33's A/B)
+        first = 129 if wide else 65 if not transposed else 193
         assert s.pipelined == (first <= n <= 1024), (n, transposed, itemsize, s)
         if s.pipelined:
             assert s == bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
@@ -450,15 +484,28 @@ def test_chooser_picks_registered_settings_and_designs():
     assert trsv_module.TILE_LANES == [4, 8, 16, 32]
 
 
+def test_transposed_tiles_of_aligned_rows_take_the_pieces():
+    """Transposed, 17-32 unknowns: the 32-lane single tile when its rows can be read in
+    16-byte pieces (aligned, n a multiple of a piece's elements), four lanes otherwise."""
+    from batched.factorizations.trsv import tile_pieces
+
+    for n, itemsize in itertools.product(range(17, 33), (4, 8, 16)):
+        pieces = tile_pieces(n, itemsize)
+        assert pieces == (itemsize < 16 and n % (16 // itemsize) == 0)
+        s = choose_trsv_setting(n, 1000, 132, transposed=True, itemsize=itemsize, pieces=pieces)
+        assert s == (TrsvSetting(32, 1) if pieces else TrsvSetting(4, 1)), (n, itemsize, s)
+        assert choose_trsv_setting(n, transposed=True, itemsize=itemsize) == TrsvSetting(4, 1)
+
+
 def test_pipelined_choice_is_registered_and_measured_range_only():
-    """bt.pipelined_trsv_setting: a registered pipelined setting from 33 (8-byte, not
-    transposed), 65 (float not transposed, 8-byte transposed) or 193 (float transposed)
-    to 1024, eight warps a round past 384; None elsewhere."""
+    """bt.pipelined_trsv_setting: a registered pipelined setting from 129 (8-byte
+    elements), 65 (float not transposed) or 193 (float transposed) to 1024, eight warps a
+    round past 384; None elsewhere."""
     for n, transposed, itemsize in itertools.product((*TRSV_EDGES, *GPU_EDGES, 1024, 1025, 5000),
                                                      (False, True), (4, 8, 16)):
         s = bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
         wide = itemsize >= 8
-        first = (33 if wide else 65) if not transposed else (65 if wide else 193)
+        first = 129 if wide else 65 if not transposed else 193
         assert (s is not None) == (first <= n <= 1024), (n, transposed, itemsize, s)
         if s is not None:
             assert s in TRSV_SETTINGS and s.pipelined and (s.dim_y == 8) == (n > 384), (n, s)

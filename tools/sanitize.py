@@ -208,6 +208,16 @@ def section_trsv():
             for lower, trans in ((True, "N"), (False, "N"), (True, "T")):
                 bt.solve_triangular(P, rand((3, 100), np.float64), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
+    # the 32-lane tile's 16-byte row pieces: aligned C-ordered 'N' and F-ordered 'C' at n =
+    # 20 (float32 only) and 32, the allocation ending with the last matrix
+    for dtype in (np.float32,) if race else (np.float32, np.float64, np.complex64):
+        for n in (20, 32):
+            for batch in (1, 3) if race else (1, 65537):
+                A = rand((batch, n, n), dtype, offset=0) + 4 * cp.eye(n, dtype=dtype)
+                for lower in (True, False):
+                    bt.trsv(A, rand((batch, n), dtype), lower=lower, trans="N")
+                    bt.trsv(cp.swapaxes(A, -1, -2), rand((batch, n), dtype), lower=lower, trans="C")
+                    checks += 2
     for dtype in trsv_dtypes:
         for n in (0, 1, 31, 32, 33):
             for batch in (1, 3) if race else (1, 65537):
