@@ -95,8 +95,15 @@ KBLAS_SETTINGS = (
 # The multi-GPU kernel (kblas_mgpu.cu) on a device's block-cyclic share: 64 (H200
 # probe, DSYMV over two GPUs: 16 parts at n = 32768 and 32 at 65536, i.e. 64 tiles a
 # block, beat the 16-tile 64 and 128 by 1.6 % and 2.9 %; 256 parts lost 28 % and 9 %).
+# Single-GPU SYMV/HEMV by element type (session 40, H200, one process, 32 x 4 at n = 4096
+# to 30000, against the 16 tiles a block measured on the H100 in session 21): ZHEMV
+# 1.05-1.07x with 64 (12288: 318 us against 335, 30000: 1.82 ms against 1.93), CHEMV
+# 1.03-1.07x from 8192 with 64, DSYMV 1.00-1.04x with 32 (8192 75 us against 78; 64 lost
+# 2 % there), SSYMV best with 16 (32 and 64 lost 1-6 % at 16385 and 30000).  And eight
+# blocks an SM at least: at 4096 the walks are short and 8 parts beat 5 by 10 %.
+_SYMV_TILES_PER_BLOCK = {("f", 4): 16, ("f", 8): 32, ("c", 8): 64, ("c", 16): 64}
 _TILES_PER_BLOCK = {"symv": 16, "symv_mgpu": 64}
-_BLOCKS_PER_SM = 4
+_BLOCKS_PER_SM = {"symv": 8, "symv_mgpu": 4}
 # GEMV in tall tiles (H100 sweeps of settings x parts, session 21, n = 1024-16384).
 # Both: a block's share at most _GEMV_BLOCK_BYTES of A (16 tall tiles of 32 KiB in
 # the default settings).  N: at least one wave of about two blocks an SM, each a
@@ -128,13 +135,18 @@ def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSe
     return KblasSetting(32, 4)
 
 
-def choose_parts(routine: str, segments: int, walk: int, sms: int) -> int:
+def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None) -> int:
     """SYMV/HEMV's blocks per segment: the longest walk cut into shares of about
-    _TILES_PER_BLOCK tiles, and at least _BLOCKS_PER_SM blocks per SM in all."""
+    _TILES_PER_BLOCK tiles (single GPU: by ``dtype``, _SYMV_TILES_PER_BLOCK), and at
+    least _BLOCKS_PER_SM blocks per SM in all."""
     if walk <= 1:
         return 1
-    by_work = -(-walk // _TILES_PER_BLOCK[routine])
-    by_fill = -(-_BLOCKS_PER_SM * sms // max(segments, 1))
+    tiles = _TILES_PER_BLOCK[routine]
+    if routine == "symv" and dtype is not None:
+        dt = np.dtype(dtype)
+        tiles = _SYMV_TILES_PER_BLOCK.get((dt.kind, dt.itemsize), tiles)
+    by_work = -(-walk // tiles)
+    by_fill = -(-_BLOCKS_PER_SM[routine] * sms // max(segments, 1))
     return max(1, min(walk, max(by_work, by_fill)))
 
 

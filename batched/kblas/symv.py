@@ -142,7 +142,7 @@ def plan(n: int, shift: int, dtype, setting=None, sms: int = 132):
     """(setting with parts, diagonal blocks) for an order-n view with row origin ``shift``."""
     s = setting or choose_kblas_setting("symv", dtype, n, sms)
     blocks = cm.blocks(n + shift, s.nb)
-    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms)
+    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms, dtype)
     return s.with_parts(parts), blocks
 
 
