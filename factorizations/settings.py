@@ -90,10 +90,12 @@ TRSV_SETTINGS = (
 # one process, 256 MiB of C-ordered matrices) moved the first n of 8-byte elements to 129:
 # the 8 x 4 warp ran DTRSV 'T' 64 in 66 us against 78 (pipelined, two warps) and 'N' 128
 # in 64.5 against 75 (four warps); on the H100 those were 84 against 80 and 79 against 81.
+# The 8 x 4 warp also took transposed double 160 in 70 us against 98 for two pipelined
+# warps, 192 in 74 against 74 (same session): from 193 there.
 _PIPELINED_RANGE = {
     (False, True): (129, ((256, 2), (384, 4), (1024, 8))),
     (False, False): (65, ((384, 4), (1024, 8))),
-    (True, True): (129, ((256, 2), (384, 4), (1024, 8))),
+    (True, True): (193, ((256, 2), (384, 4), (1024, 8))),
     (True, False): (193, ((384, 4), (1024, 8))),
 }
 
@@ -131,8 +133,9 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     factorizations/trsv.py's tile_pieces; session 40, H200: float 32 87 us against 105
     for four lanes, double 81 against 86; without the pieces 157 and 110), else four
     lanes, 4-wide tiles and GEMV updates (double 102 us, float 111); to 64, sixteen
-    lanes for 8-byte elements (77 against 98 for eight)
-    and four for float (100 against 109); 8 x 4 to 256; four warps blocked to 512
+    lanes for 8-byte elements (77 against 98 for eight; to 96 since session 40, H200:
+    69 us against 79 for 8 x 4) and four for float (100 against 109); 8 x 4 to 256;
+    four warps blocked to 512
     (double 123, float 119); beyond, the recursive design for 8-byte elements
     (double 1024: 297 us against 300) and four warps blocked to 1024 for float (238
     against 281).  Complex types follow their element size (not measured).
@@ -167,7 +170,7 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
         return TrsvSetting(32, 8, window=256)
     if n <= 32:
         return TrsvSetting(32, 1) if pieces else TrsvSetting(4, 1)
-    if n <= 64:
+    if n <= 64 or (n <= 96 and wide):
         return TrsvSetting(16, 1) if wide else TrsvSetting(4, 1)
     if n <= 256:
         return TrsvSetting(8, 4)

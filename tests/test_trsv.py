@@ -142,12 +142,13 @@ def _rows_layout(xp, A, ld: int, offset: int):
 def test_rows_read_in_pieces(xp, dtype):
     """The 32-lane single tile reads a transposing op's rows (C-ordered 'N', F-ordered
     'T'/'C') in 16-byte pieces when every row starts at a 16-byte boundary and n is a
-    multiple of a piece's elements: n from 17 to 32 (the pieces' sizes and the others),
-    every flag, rows packed, padded (ld n + 4: the last row's padding is the buffer's
-    end) and, one element into the buffer, unaligned; the other triangle and the
-    padding are NaN."""
+    multiple of a piece's elements: n from 17 to 32 (the pieces' sizes and the others;
+    100, 101 and 128 for the designs around them on the same operands), every flag, rows
+    packed, padded (ld n + 4: the last row's padding is the buffer's end) and, one
+    element into the buffer, unaligned; the other triangle and the padding are NaN."""
     rng = rng_for("pieces", str(np.dtype(dtype)))
-    for n, lower, trans, unit in itertools.product((17, 20, 22, 30, 31, 32), (True, False), "NTC", (False, True)):
+    sizes = (17, 20, 22, 30, 31, 32, 100, 101, 128)
+    for n, lower, trans, unit in itertools.product(sizes, (True, False), "NTC", (False, True)):
         A = triangular(rng, (3,), n, dtype, "tri_rand", lower)
         B = random_array(rng, (3, n), dtype)
         for ld, offset in ((n, 0), (n + 4, 0), (n, 1)):
@@ -455,9 +456,9 @@ def test_chooser_picks_registered_settings_and_designs():
         s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
         assert s in TRSV_SETTINGS
         wide = itemsize >= 8
-        # the pipelined design from 129 (8-byte, session 40's H200 sweep), 65 (float not
-        # transposed) or 193 (float transposed) to 1024 (session 33's A/B)
-        first = 129 if wide else 65 if not transposed else 193
+        # the pipelined design from 129 (8-byte not transposed, session 40's H200 sweep), 65
+        # (float not transposed) or 193 (transposed) to 1024 (session 33's A/B)
+        first = 193 if transposed else 129 if wide else 65
         assert s.pipelined == (first <= n <= 1024), (n, transposed, itemsize, s)
         if s.pipelined:
             assert s == bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
@@ -472,8 +473,8 @@ def test_chooser_picks_registered_settings_and_designs():
             assert not s.single_tile(n)
         elif not transposed:  # below the pipelined range: one warp (8 x 4 lanes)
             assert n < first and s.group_threads == 32 and not s.single_tile(n), (n, s)
-        else:  # below the pipelined range: 4 lanes to 32, 16 (8-byte elements) or 4 to 64, a warp
-            expect = 4 if n <= 32 else (16 if wide else 4) if n <= 64 else 32
+        else:  # below the pipelined range: 4 lanes to 32, 16 (8-byte elements, to 96) or 4 to 64, a warp
+            expect = 4 if n <= 32 else 16 if wide and n <= 96 else 4 if n <= 64 else 32
             assert n < first and s.group_threads == expect and not s.single_tile(n), (n, s)
         for layout in ("uniform", "pointer", "variable"):
             for dt in bt.SUPPORTED_DTYPES:
@@ -499,13 +500,13 @@ def test_transposed_tiles_of_aligned_rows_take_the_pieces():
 
 def test_pipelined_choice_is_registered_and_measured_range_only():
     """bt.pipelined_trsv_setting: a registered pipelined setting from 129 (8-byte
-    elements), 65 (float not transposed) or 193 (float transposed) to 1024, eight warps a
-    round past 384; None elsewhere."""
+    elements, not transposed), 65 (float not transposed) or 193 (transposed) to 1024,
+    eight warps a round past 384; None elsewhere."""
     for n, transposed, itemsize in itertools.product((*TRSV_EDGES, *GPU_EDGES, 1024, 1025, 5000),
                                                      (False, True), (4, 8, 16)):
         s = bt.pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize)
         wide = itemsize >= 8
-        first = 129 if wide else 65 if not transposed else 193
+        first = 193 if transposed else 129 if wide else 65
         assert (s is not None) == (first <= n <= 1024), (n, transposed, itemsize, s)
         if s is not None:
             assert s in TRSV_SETTINGS and s.pipelined and (s.dim_y == 8) == (n > 384), (n, s)

@@ -208,11 +208,12 @@ def section_trsv():
             for lower, trans in ((True, "N"), (False, "N"), (True, "T")):
                 bt.solve_triangular(P, rand((3, 100), np.float64), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
-    # the 32-lane tile's 16-byte row pieces: aligned C-ordered 'N' and F-ordered 'C' at n =
-    # 20 (float32 only) and 32, the allocation ending with the last matrix
+    # the 16-byte row pieces of the 32-lane tile (n = 20, 32; 101 and 128 take the designs
+    # past it on the same operands): aligned C-ordered 'N' and F-ordered 'C', the
+    # allocation ending with the last matrix
     for dtype in (np.float32,) if race else (np.float32, np.float64, np.complex64):
-        for n in (20, 32):
-            for batch in (1, 3) if race else (1, 65537):
+        for n in (20, 32, 101, 128):
+            for batch in (1, 3) if race or n > 32 else (1, 65537):
                 A = rand((batch, n, n), dtype, offset=0) + 4 * cp.eye(n, dtype=dtype)
                 for lower in (True, False):
                     bt.trsv(A, rand((batch, n), dtype), lower=lower, trans="N")
