@@ -252,7 +252,7 @@ def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=Fa
     setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(), transposed=transposed,
                                              itemsize=itemsize,
                                              pieces=transposed and rows16 and tile_pieces(n_max, itemsize))
-    plan = plan_trsv(setting, n_max, np.dtype(dtype).itemsize, count * nrhs, sv.smem_limit())
+    plan = plan_trsv(setting, n_max, itemsize, count * nrhs, sv.smem_limit())
     name = tile_kernel_name(layout, dtype, setting.group_threads) if setting.single_tile(n_max) else \
         kernel_name(layout, dtype, setting)
     kernel = build.get_kernel(SOURCE, name)
@@ -301,7 +301,6 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
     if count == 0 or n == 0:
         return X, info
     a = matrix_operand(A, batch, xp)
-    rows16 = _rows16(a, dtype.itemsize)
     if k == 0:  # nothing to solve, but LAPACK still reports a zero diagonal
         if check and not unit:
             zero = ar.exactly_zero(xp.diagonal(xp.broadcast_to(A, (*batch, n, n)), axis1=-2, axis2=-1), xp)
@@ -309,6 +308,7 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
         return X, info
     b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
     view_op = a.view_op(op)
+    rows16 = _rows16(a, dtype.itemsize)
     args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
             ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
