@@ -100,7 +100,7 @@ __device__ __forceinline__ bool lasq_transform_loop(LasqArray<R> z, int p, int i
   const R* src = &z.q(p, i0);
   R* dst = &z.q(1 - p, i0);
   R d = src[0] - tau;
-  last = i0 == n0;
+  last = false;  // d_i0 is not the bottom row's d: i0 < n0
   dn = d;
   if (!(d >= R(0))) return false;
   R low = d, e_low = R(1e30), q_high = R(0), qh_min = qh_low;  // the arrays' entries are at most about n
@@ -117,7 +117,7 @@ __device__ __forceinline__ bool lasq_transform_loop(LasqArray<R> z, int p, int i
       t = lasq_divide(q_i1, qh);
     } else {
       t = q_i1 * rcp_refined(qh);
-      qh_min = lasq_min<CAREFUL>(qh_min, qh);
+      qh_min = lasq_min<false>(qh_min, qh);
     }
     const R e_new = split ? R(0) : e_i * t;
     if (i + 1 < n0) {
