@@ -482,6 +482,86 @@ __device__ __forceinline__ void kblas_gemv_t_segment(KblasGemvShared<T, NB, Q>& 
                               (long long)TileRange{n, 0}.count<NB>() * NB, counters, &sh.flag, o);
 }
 
+// --- GEMV-N in one pass, a block per few rows (short matrices) ---
+//
+// kblas_gemv_n_rows: block `blk` owns the ROWS = P * VW rows r0 .. r0 + ROWS - 1
+// (r0 = blk * ROWS - shift; VW = 16 bytes of elements), and its THREADS / P column
+// lanes take the columns in turn: thread t reads the VW rows from r0 + (t % P) VW of
+// column lane t / P's columns, one 16-byte load each when `vec` (the launcher's
+// KBLAS_VEC: every column's element -shift 16-byte aligned), element by element
+// otherwise and on the first and last blocks (masked: nothing outside [0, m) is read),
+// U columns in flight a thread.  The column lanes' row sums meet by shuffles within
+// a warp and then in shared memory, in a fixed order, and are stored at once: no
+// partials and no second pass, which is what the tall tiles' parts cost a short
+// matrix (DGEMV N 1024: every tall setting and parts count 6.7-7.2 us on the H200).
+// Threads:  the whole block (THREADS a multiple of 32), with the same arguments.
+// Shared:   `scratch`, THREADS / 32 * ROWS elements of T; undefined on exit.
+// Sync:     one barrier (every thread reaches it).
+// Memory:   A, x read-only, 64-bit offsets; y only when o.read_y.
+// Failure:  none; NaN/Inf in the elements read propagate.
+template <typename T, int P, int THREADS> struct KblasRowsShape {
+  static constexpr int VW = int(sizeof(T)) < 16 ? 16 / int(sizeof(T)) : 1;
+  static constexpr int ROWS = P * VW;
+  static constexpr int LANES = THREADS / P;
+  static constexpr int WARPS = THREADS / 32;
+  static_assert(32 % P == 0 && THREADS % 32 == 0 && THREADS >= ROWS, "whole pieces a warp, a thread a row");
+};
+
+template <typename T, int P, int THREADS, int U>
+__device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restrict__ A, long long lda, int m, int n,
+                                                  int shift, const T* __restrict__ x, long long incx, bool vec,
+                                                  bool conj, int blk, const KblasOutput<T>& o) {
+  using S = KblasRowsShape<T, P, THREADS>;
+  constexpr int VW = S::VW, ROWS = S::ROWS, LANES = S::LANES;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int r0 = blk * ROWS - shift;
+  const int i0 = r0 + (t % P) * VW;  // this thread's first row
+  const bool edge = r0 < 0 || r0 + ROWS > m;
+  T acc[VW];
+#pragma unroll
+  for (int k = 0; k < VW; ++k) acc[k] = T(0);
+  for (int j0 = t / P; j0 < n; j0 += U * LANES) {  // this thread's columns j0, j0 + LANES, ...
+    T a[U][VW], xv[U];
+    if (vec && !edge && j0 + (U - 1) * LANES < n) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long j = j0 + u * LANES;
+        load_vector<T, VW>(A + j * lda + i0, a[u]);
+        xv[u] = x[j * incx];
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long j = j0 + u * LANES;
+        const bool live = j < n;
+        xv[u] = live ? x[j * incx] : T(0);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const int i = i0 + k;
+          a[u][k] = live && (!edge || (i >= 0 && i < m)) ? A[j * lda + i] : T(0);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < VW; ++k) acc[k] += conj_if(a[u][k], conj) * xv[u];
+  }
+#pragma unroll
+  for (int k = 0; k < VW; ++k) acc[k] = butterfly_sum<P, 32 / P>(acc[k], 0xffffffffu);
+  if (lane < P) {
+#pragma unroll
+    for (int k = 0; k < VW; ++k) scratch[warp * ROWS + lane * VW + k] = acc[k];
+  }
+  __syncthreads();
+  if (t < ROWS) {
+    T s = scratch[t];
+#pragma unroll
+    for (int w = 1; w < S::WARPS; ++w) s += scratch[w * ROWS + t];
+    if (r0 + t >= 0 && r0 + t < m) o.store(r0 + t, s);
+  }
+}
+
 // --- SYMV / HEMV: one body per stage for the single-GPU and the multi-GPU kernels ---------
 //
 // A symmetric (Hermitian) matrix of order n, one triangle stored.  The kernel reads

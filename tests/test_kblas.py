@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import batched as bt
-from batched.kblas import KBLAS_SETTINGS, KblasSetting
+from batched.kblas import KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasRowsSetting, KblasSetting
 from batched.device_functions import registered
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np
 from residuals import gemv_error_ratio
@@ -289,6 +289,56 @@ def test_every_setting_forced(xp, routine, parts, base):
             assert ratio < THRESHOLD, (str(dtype), n, trans, lower, offset, order, ratio)
 
 
+@pytest.mark.parametrize("setting", KBLAS_ROWS_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_every_rows_setting_forced(xp, setting, dtype):
+    """The one-pass GEMV-N: fewer rows than a block's and several blocks, the first and
+    last blocks' masked rows (offsets), columns around the column lanes and an unroll,
+    16-byte loads and element loads (odd leading dimensions), conj, beta, strided x."""
+    if xp is np and dtype not in ACCURATE:
+        pytest.skip("the CPU backend ignores the setting: two dtypes suffice there")
+    rng = rng_for("krows", str(setting), str(dtype))
+    cases = [(1, 1, "N", "F", 0), (7, 5, "N", "F", 0), (8, 64, "N", "F", 1), (9, 65, "T", "C", 0),
+             (33, 300, "C", "C", 3), (300, 1000, "N", "F", 17), (257, 1501, "N", "F", 0), (64, 33, "T", "C", 1),
+             (130, 2 * 1024 + 7, "C", "C", 0), (1, 40, "T", "C", 0), (1, 1, "C", "C", 0), (40, 1, "N", "F", 0)]
+    for m, cols, trans, order, offset in cases:
+        A, ref, x, rows = make_case(rng, "gemv", m, dtype, trans, cols=cols)
+        y = random_array(rng, (rows,), dtype)
+        xs = xp.asarray(np.repeat(x, 2))[::2]  # a strided x
+        out = nan_like_out(xp, (rows,), dtype)
+        result = bt.kblas.gemv(place(xp, A, order, offset), xs, xp.asarray(y), alpha=0.5, beta=2.0, trans=trans,
+                               out=out, setting=setting)
+        ratio = gemv_error_ratio(to_np(result), ref, x, y, 0.5, 2.0, "N")
+        assert ratio < THRESHOLD, (m, cols, trans, order, offset, ratio)
+
+
+def test_rows_setting_refuses_a_transposing_view_before_any_work(xp):
+    if xp is np:
+        pytest.skip("the CPU backend ignores settings")
+    A = xp.ones((40, 40), order="F")
+    for trans, order in (("T", "F"), ("C", "F"), ("N", "C")):
+        out = nan_like_out(xp, (40,), np.float64)
+        Ao = A if order == "F" else xp.ascontiguousarray(A)
+        with pytest.raises(ValueError, match="column-major view only"):
+            bt.kblas.gemv(Ao, xp.ones(40), trans=trans, out=out, setting=KBLAS_ROWS_SETTINGS[0])
+        assert np.all(np.isnan(to_np(out)))
+
+
+def test_rows_chooser_takes_short_float64_and_complex128_matrices():
+    rows_plan = kgemv_module.rows_plan
+    assert rows_plan(1024, 1024, 0, False, np.float64) == (KblasRowsSetting(16), 128)
+    assert rows_plan(2048, 2048, 5, False, np.float64) == (KblasRowsSetting(16), 257)
+    assert rows_plan(1000, 1000, 0, False, np.complex128) == (KblasRowsSetting(8), 250)
+    for m, n, dt in ((1024, 1024, np.float32), (1024, 1024, np.complex64), (3072, 3072, np.float64),
+                     (2048, 2048, np.complex128), (512, 8192, np.float64), (70000, 64, np.float64), (33, 33, np.float64)):
+        assert rows_plan(m, n, 0, False, dt) is None, (m, n, dt)
+    assert rows_plan(1024, 1024, 0, True, np.float64) is None  # T kernel: the tall tiles
+    assert rows_plan(1024, 1024, 0, False, np.float64, KblasSetting(32, 4)) is None  # a forced tall setting
+    assert rows_plan(10, 10, 0, False, np.float32, KblasRowsSetting(8)) == (KblasRowsSetting(8), 1)
+    with pytest.raises(ValueError, match="column-major view only"):
+        rows_plan(10, 10, 0, True, np.float32, KblasRowsSetting(8))
+
+
 @pytest.mark.parametrize("routine", ROUTINES)
 def test_repeated_calls_reuse_the_segment_tickets(xp, routine):
     """The last block of each segment resets its ticket: a second and third
@@ -328,6 +378,10 @@ def _bad_calls(xp):
         (TypeError, "lower must be True or False", lambda out: bt.kblas.symv(A, x, lower="L", out=out)),
         (TypeError, "setting must be a KblasSetting", lambda out: bt.kblas.gemv(A, x, out=out,
                                                                                 setting=bt.GEMV_SETTINGS[0])),
+        (TypeError, "setting must be a KblasSetting or None", lambda out: bt.kblas.symv(
+            A, x, out=out, setting=KBLAS_ROWS_SETTINGS[0])),
+        (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
+            A, x, out=out, setting=KblasRowsSetting(4))),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.symv(
             A, x, out=out, setting=KblasSetting(128, 4))),
         (ValueError, "does not fit complex128", lambda out: bt.kblas.gemv(
@@ -351,6 +405,7 @@ def test_bad_input_raises_named_errors_before_any_work(xp):
 def test_registry_holds_every_fitting_setting():
     reg = {path.name: names for path, names in registered().items()}
     gemv_expected = {kgemv_module.kernel_name(dt, s, t) for s, dt in _fitting("gemv") for t in (False, True)}
+    gemv_expected |= {kgemv_module.rows_kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     symv_expected = {name for s, dt in _fitting("symv") for name in ksymv_module.kernel_names(dt, s)}
     assert reg["kblas_gemv.cu"] == gemv_expected
     assert reg["kblas_symv.cu"] == symv_expected
@@ -371,6 +426,11 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
             assert segments * (s.nb if trans else rows) >= (n + 7 if trans else n + shift)
             moving, tile = (n + shift, rows) if trans else (n + 7, s.nb)
             assert walk == -(-moving // tile)
+            one_pass = kgemv_module.rows_plan(n, n + 7, shift, trans, dtype, sms=sms)
+            if one_pass is not None:
+                r, blocks = one_pass
+                assert kgemv_module.rows_kernel_name(dtype, r) in names["kblas_gemv.cu"]
+                assert (blocks - 1) * r.rows(dtype) < n + shift <= blocks * r.rows(dtype)
         s, blocks = ksymv_module.plan(n, shift, dtype, sms=sms)
         assert set(ksymv_module.kernel_names(dtype, KblasSetting(s.nb, s.q))) <= names["kblas_symv.cu"]
         assert blocks * s.nb >= n + shift and 1 <= s.parts <= max(blocks - 1, 1)

@@ -154,6 +154,25 @@ def section_kblas():
                         for lower in (True, False):
                             bt.kblas.hemv(A, rand((n,), dtype), lower=lower, setting=s)
                             checks += 1
+        # The one-pass GEMV-N, forced (and chosen by default at 1000 x 1003): fewer rows than
+        # a block's and several blocks, masked first and last blocks (views one and 17
+        # rows in), columns past an unroll, column-major views with 'N' and row-major
+        # ones with 'T' and 'C', beta = 0 with an uninitialized y, strided x
+        for s in bt.kblas.KBLAS_ROWS_SETTINGS:
+            for n in (1, 9, 33, 300):
+                fparent = rand((n + 1100, n + 20), dtype, offset=3).T  # column-major
+                cparent = rand((n + 20, n + 19), dtype, offset=1)       # row-major
+                for A, trans in ((fparent[:n, :n + 1000], "N"), (fparent[17:17 + n, 1:1 + n], "N"),
+                                 (cparent[1:1 + n, :n], "T"), (cparent[3:3 + n, 2:2 + n], "C")):
+                    cols, rows = A.shape[::-1] if trans == "N" else A.shape
+                    bt.kblas.gemv(A, rand((cols,), dtype), cp.empty(rows, dtype), beta=0.0, trans=trans, setting=s)
+                    bt.kblas.gemv(A, rand((2 * cols,), dtype)[::2], rand((rows,), dtype), alpha=0.5, beta=2.0,
+                                  trans=trans, setting=s)
+                    checks += 2
+        if not race:
+            A = cp.asfortranarray(rand((1000, 1003), dtype))
+            bt.kblas.gemv(A, rand((1003,), dtype), cp.empty(1000, dtype), beta=0.0)
+            checks += 1
 
 
 

@@ -229,9 +229,10 @@ def clear_replays() -> None:
 # --- operands as kernel arguments ---------------------------------------------------
 
 
-def matrix_view(p: Problem):
-    """A's column-major view (a ``MatrixOperand``) and its row origin (alignment shift)."""
-    a = matrix_operand(p.A.astype(p.dtype, copy=False), (), p.xp)
+def matrix_view(p: Problem, prefer: str = "F"):
+    """A's column-major view (a ``MatrixOperand``) and its row origin (alignment shift);
+    ``prefer``: the orientation a matrix with one row or column is read in."""
+    a = matrix_operand(p.A.astype(p.dtype, copy=False), (), p.xp, prefer)
     item = p.dtype.itemsize
     shift = (a.base % ALIGN_BYTES) // item if a.base % item == 0 else 0
     return a, shift

@@ -15,7 +15,8 @@ from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_gemv_parts, choose_kblas_setting
+from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting, KblasSetting,
+                       check_kblas_setting, choose_gemv_parts, choose_gemv_rows, choose_kblas_setting)
 
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
 
@@ -28,8 +29,13 @@ def kernel_name(dtype, setting: KblasSetting, trans: bool) -> str:
     return f"kblas_gemv_{kind}_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
 
 
+def rows_kernel_name(dtype, setting: KblasRowsSetting) -> str:
+    return f"kblas_gemv_n_rows_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
+
+
 build.register(SOURCE, [kernel_name(dt, s, t) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
-                        if s.fits("gemv", dt) for t in (False, True)])
+                        if s.fits("gemv", dt) for t in (False, True)]
+               + [rows_kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_ROWS_SETTINGS])
 
 
 def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None):
@@ -56,8 +62,11 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     out : array, optional
         Receives the result (shape (rows of op(A),), the result dtype); may be
         ``y`` itself for BLAS's in-place update.
-    setting : KblasSetting, optional
-        Force a kernel setting (GPU); default chosen by size and GPU.
+    setting : KblasSetting or KblasRowsSetting, optional
+        Force a kernel setting (GPU); default chosen by size and GPU.  A
+        KblasRowsSetting (the one-pass kernel for short matrices) runs
+        op(A) = A on the column-major view only: 'N' on a column-major A,
+        'T'/'C' on a row-major one (ValueError otherwise, before any work).
 
     Returns
     -------
@@ -104,6 +113,24 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     return cm.execute(p, lambda p, target: _describe(p, target, op, setting), key, (A, x, y, out))
 
 
+def rows_plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
+    """(KblasRowsSetting, blocks) of the one-pass kernel for a column-major m x n view,
+    or None for the tall tiles (:func:`plan`): the forced setting, else the chooser's
+    for the N kernel (settings.choose_gemv_rows).  Pure, for CPU tests."""
+    if isinstance(setting, KblasRowsSetting):
+        if trans:
+            raise ValueError(f"setting {setting} runs op(A) = A on the column-major view only "
+                             "('N' on a column-major A, 'T' or 'C' on a row-major one)")
+        s = setting
+    elif setting is None and not trans:
+        s = choose_gemv_rows(dtype, m, n, shift, sms)
+        if s is None:
+            return None
+    else:
+        return None
+    return s, -(-(m + shift) // s.rows(dtype))
+
+
 def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
     """(setting with parts, segments, walk) for a column-major m x n view.
 
@@ -134,10 +161,20 @@ def _vector_loads(a, shift: int, item: int) -> bool:
 
 def _describe(p: cm.Problem, target, op: str, setting):
     """(Recipe, pointers, keep) of one GEMV into ``target`` (see _common.execute)."""
-    a, shift = cm.matrix_view(p)
+    # a forced one-pass setting needs op(A) = A on the view: a matrix of one row or
+    # column is read in the orientation that gives it
+    a, shift = cm.matrix_view(p, "C" if isinstance(setting, KblasRowsSetting) and op != "N" else "F")
     view_op = a.view_op(op)
     trans = ar.op_transposes(view_op)
-    s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, cm.sm_count())
+    sms = cm.sm_count()
+    one_pass = rows_plan(a.rows, a.cols, shift, trans, p.dtype, setting, sms)
+    if one_pass is None:
+        s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, sms)
+        parts, name, grid, threads = s.parts, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads
+        work = s.parts * segments * segment_length(s, trans, p.dtype) if s.parts > 1 else 0
+    else:
+        s, blocks = one_pass
+        parts, name, grid, threads, work, segments = 1, rows_kernel_name(p.dtype, s), blocks, ROWS_THREADS, 0, 0
     flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
     if _vector_loads(a, shift, p.dtype.itemsize):
         flags |= _VEC
@@ -145,10 +182,9 @@ def _describe(p: cm.Problem, target, op: str, setting):
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
-    work = s.parts * segments * segment_length(s, trans, p.dtype) if s.parts > 1 else 0
     args = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(a.cols), np.int32(shift),
             cm.X_PTR, incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA,
-            np.int32(flags), np.int32(s.parts), cm.WORK, cm.COUNTERS)
-    step = cm.launch_step(SOURCE, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads, args, p.dtype)
+            np.int32(flags), np.int32(parts), cm.WORK, cm.COUNTERS)
+    step = cm.launch_step(SOURCE, name, grid, threads, args, p.dtype)
     recipe = cm.Recipe((step,), work, segments if work else 0, p.rows, p.dtype)
     return recipe, (a.base, x_ptr, y_ptr, o_ptr), keep

@@ -54,3 +54,20 @@ kblas_gemv_t_kernel(const T* __restrict__ A, long long lda, int m, int n, int sh
   bdf::kblas_gemv_t_segment<T, NB, Q>(sh, A, lda, m, n, shift, x, incx, flags & KBLAS_VEC, flags & KBLAS_CONJ,
                                       blockIdx.x / parts, blockIdx.x % parts, parts, work, counters, o);
 }
+
+// out = alpha * A x + beta * y in one pass for a short matrix: block b owns the
+// KblasRowsShape<T, P, THREADS>::ROWS rows from b * ROWS - shift and reads every
+// column's piece of them (kblas_gemv_n_rows); parts, work and counters are unused
+// (the same arguments as the other kernels, for one launcher).
+template <typename T, int P, int THREADS, int U>
+__global__ void __launch_bounds__(THREADS)
+kblas_gemv_n_rows_kernel(const T* __restrict__ A, long long lda, int m, int n, int shift,
+                         const T* __restrict__ x, long long incx, const T* y, long long incy,
+                         T* out, long long inco, T alpha, T beta, int flags, int parts,
+                         T* work, int* counters) {
+  using S = bdf::KblasRowsShape<T, P, THREADS>;
+  __shared__ alignas(16) unsigned char scratch[S::WARPS * S::ROWS * sizeof(T)];
+  const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
+  bdf::kblas_gemv_n_rows<T, P, THREADS, U>(reinterpret_cast<T*>(scratch), A, lda, m, n, shift, x, incx,
+                                           flags & KBLAS_VEC, flags & KBLAS_CONJ, blockIdx.x, o);
+}

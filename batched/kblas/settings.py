@@ -120,6 +120,56 @@ _GEMV_N_BLOCKS_PER_SM = 2
 _GEMV_T_THREADS_PER_SM = 256
 
 
+@dataclass(frozen=True)
+class KblasRowsSetting:
+    """GEMV-N in one pass (``kblas_gemv_n_rows_kernel``, kblas.cuh's ``kblas_gemv_n_rows``):
+    a block of ROWS_THREADS threads owns the rows of ROWS_PIECES 16-byte pieces of every
+    column (8 rows of float64) and reads every column's piece of them, ``unroll``
+    columns in flight a thread; no partial sums, no second pass.  For op(A) = A on the
+    column-major view only (trans 'N' on a column-major A, 'T'/'C' on a row-major one)."""
+
+    unroll: int
+
+    def rows(self, dtype) -> int:
+        """Rows a block owns: ROWS_PIECES 16-byte pieces (one element for 16-byte types)."""
+        return ROWS_PIECES * max(1, 16 // np.dtype(dtype).itemsize)
+
+    def template_args(self) -> str:
+        return f"{ROWS_PIECES}, {ROWS_THREADS}, {self.unroll}"
+
+    def __str__(self) -> str:
+        return f"kblas_rows_u{self.unroll}"
+
+
+ROWS_PIECES, ROWS_THREADS = 4, 256
+KBLAS_ROWS_SETTINGS = (KblasRowsSetting(8), KblasRowsSetting(16))
+# Where the one-pass design runs by default (session 41, H200, one process: the kernel
+# launched beside the tall-tile default and cuBLAS, GPU time, operands rotated out of
+# L2): float64 with 16 columns in flight (DGEMV N 1024 5.48 us against 7.01, cuBLAS
+# 5.36; 1000 5.6 against 6.9; 2048 11.9 against 12.4; 3072 level, 4096 2-11 % slower),
+# complex128 with 8 (1024 7.5 against 9.3; 2048 3 % slower); float32 only at 1024
+# (4.6 against 5.4 us, but 64 blocks, and 1000 and 2047 ran 5-17 % slower), so not by
+# default; complex64 not measured.  Only while A is at most _ROWS_MAX_BYTES, the grid
+# at least half the SMs and the columns at least half an unroll of every column lane
+# (shorter rows of columns: the checked loads throughout).
+_ROWS_DEFAULT_UNROLL = {np.dtype(np.float64): 16, np.dtype(np.complex128): 8}
+_ROWS_MAX_BYTES = 40 * 2**20
+
+
+def choose_gemv_rows(dtype, m: int, n: int, shift: int, sms: int = 132):
+    """The KblasRowsSetting for GEMV-N on an m x n column-major view (row origin
+    ``shift``), or None for the tall tiles (see _ROWS_DEFAULT_UNROLL)."""
+    dtype = np.dtype(dtype)
+    unroll = _ROWS_DEFAULT_UNROLL.get(dtype)
+    if unroll is None:
+        return None
+    s = KblasRowsSetting(unroll)
+    blocks = -(-(m + shift) // s.rows(dtype))
+    if m * n * dtype.itemsize > _ROWS_MAX_BYTES or 2 * blocks < sms or 2 * n < unroll * ROWS_THREADS // ROWS_PIECES:
+        return None
+    return s
+
+
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
     """(nb, q) for ``routine`` on an order-``n`` problem, without ``parts``.
 
@@ -169,8 +219,14 @@ def check_kblas_setting(setting, routine: str, dtype) -> None:
     """Named errors for a forced ``setting=`` before anything is launched."""
     if setting is None:
         return
+    if routine == "gemv" and isinstance(setting, KblasRowsSetting):
+        if setting not in KBLAS_ROWS_SETTINGS:
+            raise ValueError(f"setting {setting} is not one of the compiled settings: "
+                             f"{', '.join(map(str, KBLAS_ROWS_SETTINGS))}")
+        return
     if not isinstance(setting, KblasSetting):
-        raise TypeError(f"setting must be a KblasSetting or None, got {type(setting).__name__}")
+        rows = " or KblasRowsSetting" if routine == "gemv" else ""
+        raise TypeError(f"setting must be a KblasSetting{rows} or None, got {type(setting).__name__}")
     base = KblasSetting(setting.nb, setting.q)
     if base not in KBLAS_SETTINGS:
         raise ValueError(f"setting {setting} is not one of the compiled settings: "
