@@ -324,17 +324,22 @@ def test_rows_setting_refuses_a_transposing_view_before_any_work(xp):
         assert np.all(np.isnan(to_np(out)))
 
 
-def test_rows_chooser_takes_short_float64_and_complex128_matrices():
+def test_rows_chooser_takes_short_matrices_by_their_bytes():
     rows_plan = kgemv_module.rows_plan
-    assert rows_plan(1024, 1024, 0, False, np.float64) == (KblasRowsSetting(16), 128)
-    assert rows_plan(2048, 2048, 5, False, np.float64) == (KblasRowsSetting(16), 257)
-    assert rows_plan(1000, 1000, 0, False, np.complex128) == (KblasRowsSetting(8), 250)
-    for m, n, dt in ((1024, 1024, np.float32), (1024, 1024, np.complex64), (3072, 3072, np.float64),
-                     (2048, 2048, np.complex128), (512, 8192, np.float64), (70000, 64, np.float64), (33, 33, np.float64)):
+    assert rows_plan(1024, 1024, 0, False, np.float64) == (KblasRowsSetting(16, 4), 128)
+    assert rows_plan(2048, 2048, 5, False, np.float64) == (KblasRowsSetting(16, 4), 257)
+    assert rows_plan(4096, 4096, 0, False, np.float64) == (KblasRowsSetting(16, 8), 256)
+    assert rows_plan(1000, 1000, 0, False, np.complex128) == (KblasRowsSetting(8, 4), 250)
+    assert rows_plan(2048, 2048, 0, False, np.complex128) == (KblasRowsSetting(8, 8), 256)
+    assert rows_plan(1024, 1024, 0, False, np.complex64) == (KblasRowsSetting(16, 4), 128)
+    assert rows_plan(2048, 2048, 0, False, np.complex64) == (KblasRowsSetting(16, 8), 128)
+    for m, n, dt in ((1024, 1024, np.float32), (5120, 5120, np.float64), (3072, 3072, np.complex64),
+                     (4096, 4096, np.complex128), (512, 8192, np.float64), (70000, 64, np.float64),
+                     (33, 33, np.float64)):
         assert rows_plan(m, n, 0, False, dt) is None, (m, n, dt)
     assert rows_plan(1024, 1024, 0, True, np.float64) is None  # T kernel: the tall tiles
     assert rows_plan(1024, 1024, 0, False, np.float64, KblasSetting(32, 4)) is None  # a forced tall setting
-    assert rows_plan(10, 10, 0, False, np.float32, KblasRowsSetting(8)) == (KblasRowsSetting(8), 1)
+    assert rows_plan(10, 10, 0, False, np.float32, KblasRowsSetting(8, 8)) == (KblasRowsSetting(8, 8), 1)
     with pytest.raises(ValueError, match="column-major view only"):
         rows_plan(10, 10, 0, True, np.float32, KblasRowsSetting(8))
 
@@ -381,7 +386,7 @@ def _bad_calls(xp):
         (TypeError, "setting must be a KblasSetting or None", lambda out: bt.kblas.symv(
             A, x, out=out, setting=KBLAS_ROWS_SETTINGS[0])),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
-            A, x, out=out, setting=KblasRowsSetting(4))),
+            A, x, out=out, setting=KblasRowsSetting(4, 4))),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.symv(
             A, x, out=out, setting=KblasSetting(128, 4))),
         (ValueError, "does not fit complex128", lambda out: bt.kblas.gemv(

@@ -123,49 +123,60 @@ _GEMV_T_THREADS_PER_SM = 256
 @dataclass(frozen=True)
 class KblasRowsSetting:
     """GEMV-N in one pass (``kblas_gemv_n_rows_kernel``, kblas.cuh's ``kblas_gemv_n_rows``):
-    a block of ROWS_THREADS threads owns the rows of ROWS_PIECES 16-byte pieces of every
-    column (8 rows of float64) and reads every column's piece of them, ``unroll``
-    columns in flight a thread; no partial sums, no second pass.  For op(A) = A on the
-    column-major view only (trans 'N' on a column-major A, 'T'/'C' on a row-major one)."""
+    a block of ROWS_THREADS threads owns the rows of ``pieces`` 16-byte pieces of every
+    column (4 pieces: 8 rows of float64) and reads every column's piece of them,
+    ``unroll`` columns in flight a thread; no partial sums, no second pass.  For
+    op(A) = A on the column-major view only (trans 'N' on a column-major A, 'T'/'C' on
+    a row-major one)."""
 
     unroll: int
+    pieces: int = 4
 
     def rows(self, dtype) -> int:
-        """Rows a block owns: ROWS_PIECES 16-byte pieces (one element for 16-byte types)."""
-        return ROWS_PIECES * max(1, 16 // np.dtype(dtype).itemsize)
+        """Rows a block owns: ``pieces`` 16-byte pieces (one element each for 16-byte types)."""
+        return self.pieces * max(1, 16 // np.dtype(dtype).itemsize)
 
     def template_args(self) -> str:
-        return f"{ROWS_PIECES}, {ROWS_THREADS}, {self.unroll}"
+        return f"{self.pieces}, {ROWS_THREADS}, {self.unroll}"
 
     def __str__(self) -> str:
-        return f"kblas_rows_u{self.unroll}"
+        return f"kblas_rows_p{self.pieces}_u{self.unroll}"
 
 
-ROWS_PIECES, ROWS_THREADS = 4, 256
-KBLAS_ROWS_SETTINGS = (KblasRowsSetting(8), KblasRowsSetting(16))
-# Where the one-pass design runs by default (session 41, H200, one process: the kernel
-# launched beside the tall-tile default and cuBLAS, GPU time, operands rotated out of
-# L2): float64 with 16 columns in flight (DGEMV N 1024 5.48 us against 7.01, cuBLAS
-# 5.36; 1000 5.6 against 6.9; 2048 11.9 against 12.4; 3072 level, 4096 2-11 % slower),
-# complex128 with 8 (1024 7.5 against 9.3; 2048 3 % slower); float32 only at 1024
-# (4.6 against 5.4 us, but 64 blocks, and 1000 and 2047 ran 5-17 % slower), so not by
-# default; complex64 not measured.  Only while A is at most _ROWS_MAX_BYTES, the grid
-# at least half the SMs and the columns at least half an unroll of every column lane
-# (shorter rows of columns: the checked loads throughout).
-_ROWS_DEFAULT_UNROLL = {np.dtype(np.float64): 16, np.dtype(np.complex128): 8}
-_ROWS_MAX_BYTES = 40 * 2**20
+ROWS_THREADS = 256
+KBLAS_ROWS_SETTINGS = tuple(KblasRowsSetting(u, p) for p in (4, 8) for u in (8, 16))
+# Where the one-pass design runs by default: the setting by A's bytes (up to the first
+# bound that holds A; beyond the last, the tall tiles).  Session 41, H200, one process:
+# the kernel launched beside the tall-tile default and cuBLAS, GPU time, operands rotated
+# out of L2.  float64: four pieces and 16 columns in flight to 32 MB (DGEMV N 1024 5.48 us
+# against 7.01, cuBLAS 5.36; 1000 5.6 against 6.9; 2048 11.9 against 12.4), eight pieces
+# (128-byte column pieces) to 134 MB (2560 16.1 against 18.2, 3072 21.2 against 23.5,
+# 3584 27.3 against 29.4, 4096 33.3 against 35.7), level at 210 MB (5120) and 8192.
+# complex128 with 8 in flight: four pieces at 1024 (7.5 against 9.3), eight to 105 MB
+# (1536 12.0 against 13.1, 2048 18.9 against 20.3, 2560 27.7 against 30.0).  complex64 with
+# 16: four pieces to 8 MB (1000/1024 5.6 against 7.4), eight at 32 MB (2048 11.5 against
+# 12.5; at 72 MB eight pieces with 8 in flight won and 16 lost).  float32 not by default:
+# 1024 ran 4.6 us against 5.4, but 1000 and 2047 5-17 % slower (63-128 blocks).  And only
+# with a grid of at least half the SMs and columns for at least half an unroll of every
+# column lane (shorter rows of columns take the checked loads throughout).
+_MIB = 2**20
+_ROWS_BY_BYTES = {
+    np.dtype(np.float64): ((40 * _MIB, KblasRowsSetting(16, 4)), (160 * _MIB, KblasRowsSetting(16, 8))),
+    np.dtype(np.complex128): ((20 * _MIB, KblasRowsSetting(8, 4)), (128 * _MIB, KblasRowsSetting(8, 8))),
+    np.dtype(np.complex64): ((10 * _MIB, KblasRowsSetting(16, 4)), (40 * _MIB, KblasRowsSetting(16, 8))),
+}
 
 
 def choose_gemv_rows(dtype, m: int, n: int, shift: int, sms: int = 132):
     """The KblasRowsSetting for GEMV-N on an m x n column-major view (row origin
-    ``shift``), or None for the tall tiles (see _ROWS_DEFAULT_UNROLL)."""
+    ``shift``), or None for the tall tiles (see _ROWS_BY_BYTES)."""
     dtype = np.dtype(dtype)
-    unroll = _ROWS_DEFAULT_UNROLL.get(dtype)
-    if unroll is None:
+    nbytes = m * n * dtype.itemsize
+    s = next((s for bound, s in _ROWS_BY_BYTES.get(dtype, ()) if nbytes <= bound), None)
+    if s is None:
         return None
-    s = KblasRowsSetting(unroll)
     blocks = -(-(m + shift) // s.rows(dtype))
-    if m * n * dtype.itemsize > _ROWS_MAX_BYTES or 2 * blocks < sms or 2 * n < unroll * ROWS_THREADS // ROWS_PIECES:
+    if 2 * blocks < sms or 2 * n * s.pieces < s.unroll * ROWS_THREADS:
         return None
     return s
 
