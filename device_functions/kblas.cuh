@@ -562,6 +562,64 @@ __device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restric
   }
 }
 
+// kblas_gemv_t_cols: GEMV-T in one pass, a warp per column: out[col] for column col =
+// blk * WARPS + warp of A (warps past n do nothing).  Lane l reads the VW rows from
+// l VW - shift (rows counted from the origin -shift, as the tall tiles), then every
+// 32 VW rows, U pieces in flight: 16 bytes at a time where the whole step is inside
+// [0, m) and `vec` (KBLAS_VEC), x likewise where `xvec` (contiguous and aligned with
+// A's rows), element by element otherwise; the warp's sum by butterfly, stored by
+// lane 0.  No shared memory, no partials.
+// Threads:  any multiple of 32 (WARPS warps); warps are independent.
+// Shared:   none.  Sync:  none (a warp past n returns at once).
+// Memory:   A, x read-only, 64-bit offsets; only rows [0, m) of the warp's column.
+// Failure:  none; NaN/Inf in the elements read propagate.
+template <typename T, int WARPS, int U>
+__device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long long lda, int m, int n, int shift,
+                                                  const T* __restrict__ x, long long incx, bool vec, bool xvec,
+                                                  bool conj, int blk, const KblasOutput<T>& o) {
+  constexpr int VW = int(sizeof(T)) < 16 ? 16 / int(sizeof(T)) : 1, STEP = 32 * VW;
+  const int lane = threadIdx.x % 32, col = blk * WARPS + threadIdx.x / 32;
+  if (col >= n) return;
+  const T* a = A + (long long)col * lda;
+  T acc[VW];
+#pragma unroll
+  for (int k = 0; k < VW; ++k) acc[k] = T(0);
+  for (int i0 = lane * VW - shift; i0 < m; i0 += U * STEP) {  // this lane's rows i0 + u STEP + k
+    T av[U][VW], xv[U][VW];
+    if (vec && i0 >= 0 && i0 + (U - 1) * STEP + VW <= m) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        load_vector<T, VW>(a + i0 + u * STEP, av[u]);
+        if (xvec) {
+          load_vector<T, VW>(x + i0 + u * STEP, xv[u]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) xv[u][k] = x[(long long)(i0 + u * STEP + k) * incx];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const int i = i0 + u * STEP + k;
+          const bool live = i >= 0 && i < m;
+          av[u][k] = live ? a[i] : T(0);
+          xv[u][k] = live ? x[(long long)i * incx] : T(0);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < VW; ++k) acc[k] += conj_if(av[u][k], conj) * xv[u][k];
+  }
+  T sum = acc[0];
+#pragma unroll
+  for (int k = 1; k < VW; ++k) sum += acc[k];
+  sum = butterfly_sum<1, 32>(sum, 0xffffffffu);
+  if (lane == 0) o.store(col, sum);
+}
+
 // --- SYMV / HEMV: one body per stage for the single-GPU and the multi-GPU kernels ---------
 //
 // A symmetric (Hermitian) matrix of order n, one triangle stored.  The kernel reads

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import batched as bt
-from batched.kblas import KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasRowsSetting, KblasSetting
+from batched.kblas import (KBLAS_COLS_SETTINGS, KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasColsSetting,
+                           KblasRowsSetting, KblasSetting)
 from batched.device_functions import registered
 from conftest import assert_unchanged, nan_like_out, rng_for, snapshot, to_np
 from residuals import gemv_error_ratio
@@ -312,6 +313,58 @@ def test_every_rows_setting_forced(xp, setting, dtype):
         assert ratio < THRESHOLD, (m, cols, trans, order, offset, ratio)
 
 
+@pytest.mark.parametrize("setting", KBLAS_COLS_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_every_cols_setting_forced(xp, setting, dtype):
+    """The one-pass GEMV-T, a warp per column: fewer columns than a block's warps and
+    several blocks, rows around a lane step and an unroll, masked first and last steps
+    (offsets), 16-byte loads and element loads (odd leading dimensions, strided x),
+    conj, beta."""
+    if xp is np and dtype not in ACCURATE:
+        pytest.skip("the CPU backend ignores the setting: two dtypes suffice there")
+    rng = rng_for("kcols", str(setting), str(dtype))
+    cases = [(1, 1, "T", "F", 0, 1), (5, 7, "T", "F", 0, 1), (64, 8, "T", "F", 1, 1), (65, 9, "N", "C", 0, 1),
+             (300, 33, "C", "F", 3, 2), (1000, 300, "T", "F", 17, 1), (1501, 257, "T", "F", 0, 1),
+             (33, 64, "N", "C", 1, 2), (2 * 1024 + 7, 130, "C", "F", 0, 1), (40, 1, "N", "C", 0, 1),
+             (1, 40, "T", "F", 0, 1)]
+    for m, cols, trans, order, offset, step in cases:
+        A, ref, x, rows = make_case(rng, "gemv", m, dtype, trans, cols=cols)
+        y = random_array(rng, (rows,), dtype)
+        xs = xp.asarray(np.repeat(x, step))[::step]
+        out = nan_like_out(xp, (rows,), dtype)
+        result = bt.kblas.gemv(place(xp, A, order, offset), xs, xp.asarray(y), alpha=0.5, beta=2.0, trans=trans,
+                               out=out, setting=setting)
+        ratio = gemv_error_ratio(to_np(result), ref, x, y, 0.5, 2.0, "N")
+        assert ratio < THRESHOLD, (m, cols, trans, order, offset, step, ratio)
+
+
+def test_cols_setting_refuses_op_a_of_the_view_before_any_work(xp):
+    if xp is np:
+        pytest.skip("the CPU backend ignores settings")
+    A = xp.ones((40, 40), order="F")
+    for trans, order in (("N", "F"), ("T", "C"), ("C", "C")):
+        out = nan_like_out(xp, (40,), np.float64)
+        Ao = A if order == "F" else xp.ascontiguousarray(A)
+        with pytest.raises(ValueError, match="transposing op of the column-major view only"):
+            bt.kblas.gemv(Ao, xp.ones(40), trans=trans, out=out, setting=KBLAS_COLS_SETTINGS[0])
+        assert np.all(np.isnan(to_np(out)))
+
+
+def test_cols_chooser_takes_short_float64_and_float32_matrices_by_their_bytes():
+    cols_plan = kgemv_module.cols_plan
+    assert cols_plan(1024, 1024, True, np.float64) == (KblasColsSetting(16, 8), 128)
+    assert cols_plan(2048, 2048, True, np.float64) == (KblasColsSetting(8, 4), 512)
+    assert cols_plan(4096, 4096, True, np.float64) == (KblasColsSetting(4, 8), 512)
+    assert cols_plan(4096, 4096, True, np.float32) == (KblasColsSetting(4, 8), 512)
+    for m, n, dt in ((8192, 8192, np.float64), (8192, 8192, np.float32), (1024, 1024, np.complex128),
+                     (8192, 64, np.float64)):
+        assert cols_plan(m, n, True, dt) is None, (m, n, dt)
+    assert cols_plan(1024, 1024, False, np.float64) is None  # N kernel
+    assert cols_plan(10, 10, True, np.float32, KblasColsSetting(8, 4)) == (KblasColsSetting(8, 4), 3)
+    with pytest.raises(ValueError, match="transposing op"):
+        cols_plan(10, 10, False, np.float32, KblasColsSetting(8, 4))
+
+
 def test_rows_setting_refuses_a_transposing_view_before_any_work(xp):
     if xp is np:
         pytest.skip("the CPU backend ignores settings")
@@ -387,6 +440,8 @@ def _bad_calls(xp):
             A, x, out=out, setting=KBLAS_ROWS_SETTINGS[0])),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
             A, x, out=out, setting=KblasRowsSetting(4, 4))),
+        (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
+            A, x, trans="T", out=out, setting=KblasColsSetting(5, 8))),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.symv(
             A, x, out=out, setting=KblasSetting(128, 4))),
         (ValueError, "does not fit complex128", lambda out: bt.kblas.gemv(
@@ -411,6 +466,7 @@ def test_registry_holds_every_fitting_setting():
     reg = {path.name: names for path, names in registered().items()}
     gemv_expected = {kgemv_module.kernel_name(dt, s, t) for s, dt in _fitting("gemv") for t in (False, True)}
     gemv_expected |= {kgemv_module.rows_kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
+    gemv_expected |= {kgemv_module.cols_kernel_name(dt, s) for s in KBLAS_COLS_SETTINGS for dt in ALL_DTYPES}
     symv_expected = {name for s, dt in _fitting("symv") for name in ksymv_module.kernel_names(dt, s)}
     assert reg["kblas_gemv.cu"] == gemv_expected
     assert reg["kblas_symv.cu"] == symv_expected
@@ -436,6 +492,11 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
                 r, blocks = one_pass
                 assert kgemv_module.rows_kernel_name(dtype, r) in names["kblas_gemv.cu"]
                 assert (blocks - 1) * r.rows(dtype) < n + shift <= blocks * r.rows(dtype)
+            warp_a_column = kgemv_module.cols_plan(n, n + 7, trans, dtype, sms=sms)
+            if warp_a_column is not None:
+                c, blocks = warp_a_column
+                assert kgemv_module.cols_kernel_name(dtype, c) in names["kblas_gemv.cu"]
+                assert (blocks - 1) * c.warps < n + 7 <= blocks * c.warps
         s, blocks = ksymv_module.plan(n, shift, dtype, sms=sms)
         assert set(ksymv_module.kernel_names(dtype, KblasSetting(s.nb, s.q))) <= names["kblas_symv.cu"]
         assert blocks * s.nb >= n + shift and 1 <= s.parts <= max(blocks - 1, 1)

@@ -169,10 +169,25 @@ def section_kblas():
                     bt.kblas.gemv(A, rand((2 * cols,), dtype)[::2], rand((rows,), dtype), alpha=0.5, beta=2.0,
                                   trans=trans, setting=s)
                     checks += 2
+        # The one-pass GEMV-T (a warp per column), forced: the same views with the other ops,
+        # x contiguous (16-byte loads where aligned) and strided
+        for s in bt.kblas.KBLAS_COLS_SETTINGS:
+            for n in (1, 9, 33, 300):
+                fparent = rand((n + 20, n + 1100), dtype, offset=3).T  # column-major, n + 1100 rows
+                cparent = rand((n + 20, n + 19), dtype, offset=1)
+                for A, trans in ((fparent[:n + 1000, :n], "T"), (fparent[17:17 + n, 1:1 + n], "C"),
+                                 (cparent[1:1 + n, :n], "N"), (cparent[3:3 + n, 2:2 + n], "N")):
+                    cols, rows = A.shape[::-1] if trans == "N" else A.shape
+                    bt.kblas.gemv(A, rand((cols,), dtype, offset=0), cp.empty(rows, dtype), beta=0.0, trans=trans,
+                                  setting=s)
+                    bt.kblas.gemv(A, rand((2 * cols,), dtype)[::2], rand((rows,), dtype), alpha=0.5, beta=2.0,
+                                  trans=trans, setting=s)
+                    checks += 2
         if not race:
             A = cp.asfortranarray(rand((1000, 1003), dtype))
             bt.kblas.gemv(A, rand((1003,), dtype), cp.empty(1000, dtype), beta=0.0)
-            checks += 1
+            bt.kblas.gemv(A, rand((1000,), dtype, offset=0), cp.empty(1003, dtype), beta=0.0, trans="T")
+            checks += 2
 
 
 

@@ -14,7 +14,7 @@ gemv(A, x, y=None, *, alpha=1, beta=0, trans='N', out=None, setting=None)
 symv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 hemv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 KblasSetting, KBLAS_SETTINGS, choose_kblas_setting
-KblasRowsSetting, KBLAS_ROWS_SETTINGS (GEMV-N in one pass for short matrices)
+KblasRowsSetting, KBLAS_ROWS_SETTINGS, KblasColsSetting, KBLAS_COLS_SETTINGS (GEMV in one pass, short matrices)
 
 Several GPUs of one host
 ------------------------
@@ -28,11 +28,13 @@ reduction with NumPy.
 
 from .distributed import DistributedMatrix, distribute
 from .gemv import gemv
-from .settings import KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasRowsSetting, KblasSetting, choose_kblas_setting
+from .settings import (KBLAS_COLS_SETTINGS, KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasColsSetting, KblasRowsSetting,
+                       KblasSetting, choose_kblas_setting)
 from .symv import hemv, symv
 
 from . import mgpu  # noqa: E402,F401  (registers the multi-GPU kernels)
 
-__all__ = ["KBLAS_ROWS_SETTINGS", "KBLAS_SETTINGS", "DistributedMatrix", "KblasRowsSetting", "KblasSetting",
+__all__ = ["KBLAS_COLS_SETTINGS", "KBLAS_ROWS_SETTINGS", "KBLAS_SETTINGS", "DistributedMatrix", "KblasColsSetting",
+           "KblasRowsSetting", "KblasSetting",
            "choose_kblas_setting", "distribute",
            "gemv", "hemv", "symv"]

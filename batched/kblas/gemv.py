@@ -15,13 +15,14 @@ from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting, KblasSetting,
-                       check_kblas_setting, choose_gemv_parts, choose_gemv_rows, choose_kblas_setting)
+from .settings import (KBLAS_COLS_SETTINGS, KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasColsSetting,
+                       KblasRowsSetting, KblasSetting, check_kblas_setting, choose_gemv_cols, choose_gemv_parts,
+                       choose_gemv_rows, choose_kblas_setting)
 
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
 
 # Launch flags of kblas_gemv.cu.
-_CONJ, _READ_Y, _VEC = 1, 2, 4
+_CONJ, _READ_Y, _VEC, _XVEC = 1, 2, 4, 8
 
 
 def kernel_name(dtype, setting: KblasSetting, trans: bool) -> str:
@@ -33,9 +34,14 @@ def rows_kernel_name(dtype, setting: KblasRowsSetting) -> str:
     return f"kblas_gemv_n_rows_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
 
 
+def cols_kernel_name(dtype, setting: KblasColsSetting) -> str:
+    return f"kblas_gemv_t_cols_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
+
+
 build.register(SOURCE, [kernel_name(dt, s, t) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
                         if s.fits("gemv", dt) for t in (False, True)]
-               + [rows_kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_ROWS_SETTINGS])
+               + [rows_kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_ROWS_SETTINGS]
+               + [cols_kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_COLS_SETTINGS])
 
 
 def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None):
@@ -62,11 +68,13 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     out : array, optional
         Receives the result (shape (rows of op(A),), the result dtype); may be
         ``y`` itself for BLAS's in-place update.
-    setting : KblasSetting or KblasRowsSetting, optional
-        Force a kernel setting (GPU); default chosen by size and GPU.  A
-        KblasRowsSetting (the one-pass kernel for short matrices) runs
-        op(A) = A on the column-major view only: 'N' on a column-major A,
-        'T'/'C' on a row-major one (ValueError otherwise, before any work).
+    setting : KblasSetting, KblasRowsSetting or KblasColsSetting, optional
+        Force a kernel setting (GPU); default chosen by size and GPU.  The
+        one-pass kernels for short matrices run one op of the column-major
+        view: a KblasRowsSetting op(A) = A ('N' on a column-major A, 'T'/'C'
+        on a row-major one), a KblasColsSetting the transposing ones ('T'/'C'
+        on a column-major A, 'N' on a row-major one); ValueError otherwise,
+        before any work.
 
     Returns
     -------
@@ -131,6 +139,24 @@ def rows_plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms:
     return s, -(-(m + shift) // s.rows(dtype))
 
 
+def cols_plan(m: int, n: int, trans: bool, dtype, setting=None, sms: int = 132):
+    """(KblasColsSetting, blocks) of the one-pass GEMV-T kernel for a column-major m x n
+    view, or None: the forced setting, else the chooser's for the T kernel
+    (settings.choose_gemv_cols).  Pure, for CPU tests."""
+    if isinstance(setting, KblasColsSetting):
+        if not trans:
+            raise ValueError(f"setting {setting} runs a transposing op of the column-major view only "
+                             "('T' or 'C' on a column-major A, 'N' on a row-major one)")
+        s = setting
+    elif setting is None and trans:
+        s = choose_gemv_cols(dtype, m, n, sms)
+        if s is None:
+            return None
+    else:
+        return None
+    return s, -(-n // s.warps)
+
+
 def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
     """(setting with parts, segments, walk) for a column-major m x n view.
 
@@ -161,25 +187,34 @@ def _vector_loads(a, shift: int, item: int) -> bool:
 
 def _describe(p: cm.Problem, target, op: str, setting):
     """(Recipe, pointers, keep) of one GEMV into ``target`` (see _common.execute)."""
-    # a forced one-pass setting needs op(A) = A on the view: a matrix of one row or
-    # column is read in the orientation that gives it
-    a, shift = cm.matrix_view(p, "C" if isinstance(setting, KblasRowsSetting) and op != "N" else "F")
+    # a forced one-pass setting needs its op of the view: a matrix of one row or column
+    # is read in the orientation that gives it
+    rows_op = isinstance(setting, KblasRowsSetting) and op != "N"
+    cols_op = isinstance(setting, KblasColsSetting) and op == "N"
+    a, shift = cm.matrix_view(p, "C" if rows_op or cols_op else "F")
     view_op = a.view_op(op)
     trans = ar.op_transposes(view_op)
     sms = cm.sm_count()
-    one_pass = rows_plan(a.rows, a.cols, shift, trans, p.dtype, setting, sms)
-    if one_pass is None:
+    rows = rows_plan(a.rows, a.cols, shift, trans, p.dtype, setting, sms)
+    cols = cols_plan(a.rows, a.cols, trans, p.dtype, setting, sms)
+    parts, work, segments = 1, 0, 0
+    if rows is not None:
+        s, grid = rows
+        name, threads = rows_kernel_name(p.dtype, s), ROWS_THREADS
+    elif cols is not None:
+        s, grid = cols
+        name, threads = cols_kernel_name(p.dtype, s), 32 * s.warps
+    else:
         s, segments, _ = plan(a.rows, a.cols, shift, trans, p.dtype, setting, sms)
         parts, name, grid, threads = s.parts, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads
         work = s.parts * segments * segment_length(s, trans, p.dtype) if s.parts > 1 else 0
-    else:
-        s, blocks = one_pass
-        parts, name, grid, threads, work, segments = 1, rows_kernel_name(p.dtype, s), blocks, ROWS_THREADS, 0, 0
     flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
     if _vector_loads(a, shift, p.dtype.itemsize):
         flags |= _VEC
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
+    if cols is not None and incx == 1 and (x_ptr - shift * p.dtype.itemsize) % 16 == 0:
+        flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
     args = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(a.cols), np.int32(shift),

@@ -14,6 +14,7 @@
 #define KBLAS_CONJ 1    // op(A) conjugates the elements (trans 'C', or 'N' on a row-major A^H view)
 #define KBLAS_READ_Y 2  // beta != 0: y is read; otherwise never touched
 #define KBLAS_VEC 4     // the tall tiles' interior may load 16 bytes at a time (kblas.cuh)
+#define KBLAS_XVEC 8    // x contiguous and 16-byte aligned with A's rows (kblas_gemv_t_cols_kernel)
 
 // out = alpha * A x + beta * y: block `seg` owns the R rows of row tile `seg` (tall
 // tiles, kblas.cuh: rows [seg*R - shift, +R), lane l the V of them from l*V) and walks
@@ -70,4 +71,18 @@ kblas_gemv_n_rows_kernel(const T* __restrict__ A, long long lda, int m, int n, i
   const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
   bdf::kblas_gemv_n_rows<T, P, THREADS, U>(reinterpret_cast<T*>(scratch), A, lda, m, n, shift, x, incx,
                                            flags & KBLAS_VEC, flags & KBLAS_CONJ, blockIdx.x, o);
+}
+
+// out = alpha * A^T x + beta * y (A^H with KBLAS_CONJ) in one pass, a warp per column
+// (kblas_gemv_t_cols): block b the WARPS columns from b * WARPS; parts, work and counters
+// unused, as in the kernel above.
+template <typename T, int WARPS, int U>
+__global__ void __launch_bounds__(32 * WARPS)
+kblas_gemv_t_cols_kernel(const T* __restrict__ A, long long lda, int m, int n, int shift,
+                         const T* __restrict__ x, long long incx, const T* y, long long incy,
+                         T* out, long long inco, T alpha, T beta, int flags, int parts,
+                         T* work, int* counters) {
+  const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
+  bdf::kblas_gemv_t_cols<T, WARPS, U>(A, lda, m, n, shift, x, incx, flags & KBLAS_VEC, flags & KBLAS_XVEC,
+                                      flags & KBLAS_CONJ, blockIdx.x, o);
 }

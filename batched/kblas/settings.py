@@ -181,6 +181,50 @@ def choose_gemv_rows(dtype, m: int, n: int, shift: int, sms: int = 132):
     return s
 
 
+@dataclass(frozen=True)
+class KblasColsSetting:
+    """GEMV-T in one pass (``kblas_gemv_t_cols_kernel``, kblas.cuh's ``kblas_gemv_t_cols``):
+    a warp per column, ``warps`` warps a block, each lane reading 16 bytes of rows at a
+    time with ``unroll`` pieces in flight; no partial sums, no second pass.  For a
+    transposing op on the column-major view ('T'/'C' on a column-major A, 'N' on a
+    row-major one)."""
+
+    unroll: int
+    warps: int = 8
+
+    def template_args(self) -> str:
+        return f"{self.warps}, {self.unroll}"
+
+    def __str__(self) -> str:
+        return f"kblas_cols_w{self.warps}_u{self.unroll}"
+
+
+KBLAS_COLS_SETTINGS = (KblasColsSetting(4, 8), KblasColsSetting(8, 4), KblasColsSetting(16, 8))
+# Where it runs by default, by A's bytes as for the rows (session 41, H200, one process,
+# a scratch copy launched beside the tall-tile default and cuBLAS, GPU time, operands out
+# of L2): float64 16 pieces in flight, 8 warps at 8 MB (DGEMV T 1024 5.46 us against
+# 6.98, cuBLAS 12.0), 8 and 4 warps to 72 MB (2048 11.76 against 13.01, cuBLAS 11.74; 3072
+# 21.1 against 22.6), 4 and 8 warps at 128 MB (4096 35.2 against 36.1), level at 512 MB;
+# float32 4 and 8 warps to 64 MB (1024 4.8 against 5.6, 2048 8.05 against 9.28, 3072 12.4
+# against 14.2, 4096 19.7 against 20.7), level at 256 MB.  Complex types not measured.
+_COLS_BY_BYTES = {
+    np.dtype(np.float64): ((10 * _MIB, KblasColsSetting(16, 8)), (80 * _MIB, KblasColsSetting(8, 4)),
+                           (140 * _MIB, KblasColsSetting(4, 8))),
+    np.dtype(np.float32): ((70 * _MIB, KblasColsSetting(4, 8)),),
+}
+
+
+def choose_gemv_cols(dtype, m: int, n: int, sms: int = 132):
+    """The KblasColsSetting for GEMV-T on an m x n column-major view, or None for the
+    tall tiles (see _COLS_BY_BYTES; a grid of at least half the SMs)."""
+    dtype = np.dtype(dtype)
+    nbytes = m * n * dtype.itemsize
+    s = next((s for bound, s in _COLS_BY_BYTES.get(dtype, ()) if nbytes <= bound), None)
+    if s is None or 2 * -(-n // s.warps) < sms:
+        return None
+    return s
+
+
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
     """(nb, q) for ``routine`` on an order-``n`` problem, without ``parts``.
 
@@ -230,13 +274,14 @@ def check_kblas_setting(setting, routine: str, dtype) -> None:
     """Named errors for a forced ``setting=`` before anything is launched."""
     if setting is None:
         return
-    if routine == "gemv" and isinstance(setting, KblasRowsSetting):
-        if setting not in KBLAS_ROWS_SETTINGS:
-            raise ValueError(f"setting {setting} is not one of the compiled settings: "
-                             f"{', '.join(map(str, KBLAS_ROWS_SETTINGS))}")
-        return
+    for kind, compiled in ((KblasRowsSetting, KBLAS_ROWS_SETTINGS), (KblasColsSetting, KBLAS_COLS_SETTINGS)):
+        if routine == "gemv" and isinstance(setting, kind):
+            if setting not in compiled:
+                raise ValueError(f"setting {setting} is not one of the compiled settings: "
+                                 f"{', '.join(map(str, compiled))}")
+            return
     if not isinstance(setting, KblasSetting):
-        rows = " or KblasRowsSetting" if routine == "gemv" else ""
+        rows = ", KblasRowsSetting, KblasColsSetting" if routine == "gemv" else ""
         raise TypeError(f"setting must be a KblasSetting{rows} or None, got {type(setting).__name__}")
     base = KblasSetting(setting.nb, setting.q)
     if base not in KBLAS_SETTINGS:
