@@ -334,19 +334,6 @@ def test_chooser_and_plan():
     assert plan_bdsqr(BdsqrSetting(1, 128), 4, 8, 10**12, False, 227 * 1024).grid == 2**31 - 1
 
 
-def test_compiles_for_sm90():
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    from batched.device_functions import build
-
-    try:
-        done = build.compile_registered("sm_90", sources=["bdsqr.cu"])
-    except Exception as exc:  # no NVRTC library on this machine
-        if "nvrtc" in str(exc).lower() and "compiling" not in str(exc):
-            pytest.skip(f"NVRTC unavailable: {exc}")
-        raise
-    assert done == {"bdsqr.cu": 12}
-
-
 # --- GPU only --------------------------------------------------------------------------------------
 
 
