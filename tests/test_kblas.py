@@ -338,18 +338,6 @@ def test_every_cols_setting_forced(xp, setting, dtype):
         assert ratio < THRESHOLD, (m, cols, trans, order, offset, step, ratio)
 
 
-def test_cols_setting_refuses_op_a_of_the_view_before_any_work(xp):
-    if xp is np:
-        pytest.skip("the CPU backend ignores settings")
-    A = xp.ones((40, 40), order="F")
-    for trans, order in (("N", "F"), ("T", "C"), ("C", "C")):
-        out = nan_like_out(xp, (40,), np.float64)
-        Ao = A if order == "F" else xp.ascontiguousarray(A)
-        with pytest.raises(ValueError, match="transposing op of the column-major view only"):
-            bt.kblas.gemv(Ao, xp.ones(40), trans=trans, out=out, setting=KBLAS_COLS_SETTINGS[0])
-        assert np.all(np.isnan(to_np(out)))
-
-
 def test_cols_chooser_takes_short_float64_and_float32_matrices_by_their_bytes():
     cols_plan = kgemv_module.cols_plan
     assert cols_plan(1024, 1024, True, np.float64) == (KblasColsSetting(16, 8), 128)
@@ -365,15 +353,19 @@ def test_cols_chooser_takes_short_float64_and_float32_matrices_by_their_bytes():
         cols_plan(10, 10, False, np.float32, KblasColsSetting(8, 4))
 
 
-def test_rows_setting_refuses_a_transposing_view_before_any_work(xp):
+@pytest.mark.parametrize("setting, refused, message", [
+    (KBLAS_ROWS_SETTINGS[0], (("T", "F"), ("C", "F"), ("N", "C")), "column-major view only"),
+    (KBLAS_COLS_SETTINGS[0], (("N", "F"), ("T", "C"), ("C", "C")), "transposing op of the column-major view only")],
+    ids=("rows", "cols"))
+def test_one_pass_setting_refuses_the_other_op_of_the_view_before_any_work(xp, setting, refused, message):
     if xp is np:
         pytest.skip("the CPU backend ignores settings")
     A = xp.ones((40, 40), order="F")
-    for trans, order in (("T", "F"), ("C", "F"), ("N", "C")):
+    for trans, order in refused:
         out = nan_like_out(xp, (40,), np.float64)
         Ao = A if order == "F" else xp.ascontiguousarray(A)
-        with pytest.raises(ValueError, match="column-major view only"):
-            bt.kblas.gemv(Ao, xp.ones(40), trans=trans, out=out, setting=KBLAS_ROWS_SETTINGS[0])
+        with pytest.raises(ValueError, match=message):
+            bt.kblas.gemv(Ao, xp.ones(40), trans=trans, out=out, setting=setting)
         assert np.all(np.isnan(to_np(out)))
 
 
