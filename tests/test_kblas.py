@@ -290,43 +290,12 @@ def test_every_setting_forced(xp, routine, parts, base):
             assert ratio < THRESHOLD, (str(dtype), n, trans, lower, offset, order, ratio)
 
 
-@pytest.mark.parametrize("setting", KBLAS_ROWS_SETTINGS, ids=str)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_every_rows_setting_forced(xp, setting, dtype):
-    """The one-pass GEMV-N: fewer rows than a block's and several blocks, the first and
-    last blocks' masked rows (offsets), columns around the column lanes and an unroll,
-    16-byte loads and element loads (odd leading dimensions), conj, beta, strided x."""
+def _one_pass_forced(xp, tag, setting, dtype, cases):
+    """A forced one-pass setting on each (m, cols, trans, order, offset, x step) case, with
+    alpha, beta and a NaN-poisoned out."""
     if xp is np and dtype not in ACCURATE:
         pytest.skip("the CPU backend ignores the setting: two dtypes suffice there")
-    rng = rng_for("krows", str(setting), str(dtype))
-    cases = [(1, 1, "N", "F", 0), (7, 5, "N", "F", 0), (8, 64, "N", "F", 1), (9, 65, "T", "C", 0),
-             (33, 300, "C", "C", 3), (300, 1000, "N", "F", 17), (257, 1501, "N", "F", 0), (64, 33, "T", "C", 1),
-             (130, 2 * 1024 + 7, "C", "C", 0), (1, 40, "T", "C", 0), (1, 1, "C", "C", 0), (40, 1, "N", "F", 0)]
-    for m, cols, trans, order, offset in cases:
-        A, ref, x, rows = make_case(rng, "gemv", m, dtype, trans, cols=cols)
-        y = random_array(rng, (rows,), dtype)
-        xs = xp.asarray(np.repeat(x, 2))[::2]  # a strided x
-        out = nan_like_out(xp, (rows,), dtype)
-        result = bt.kblas.gemv(place(xp, A, order, offset), xs, xp.asarray(y), alpha=0.5, beta=2.0, trans=trans,
-                               out=out, setting=setting)
-        ratio = gemv_error_ratio(to_np(result), ref, x, y, 0.5, 2.0, "N")
-        assert ratio < THRESHOLD, (m, cols, trans, order, offset, ratio)
-
-
-@pytest.mark.parametrize("setting", KBLAS_COLS_SETTINGS, ids=str)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_every_cols_setting_forced(xp, setting, dtype):
-    """The one-pass GEMV-T, a warp per column: fewer columns than a block's warps and
-    several blocks, rows around a lane step and an unroll, masked first and last steps
-    (offsets), 16-byte loads and element loads (odd leading dimensions, strided x),
-    conj, beta."""
-    if xp is np and dtype not in ACCURATE:
-        pytest.skip("the CPU backend ignores the setting: two dtypes suffice there")
-    rng = rng_for("kcols", str(setting), str(dtype))
-    cases = [(1, 1, "T", "F", 0, 1), (5, 7, "T", "F", 0, 1), (64, 8, "T", "F", 1, 1), (65, 9, "N", "C", 0, 1),
-             (300, 33, "C", "F", 3, 2), (1000, 300, "T", "F", 17, 1), (1501, 257, "T", "F", 0, 1),
-             (33, 64, "N", "C", 1, 2), (2 * 1024 + 7, 130, "C", "F", 0, 1), (40, 1, "N", "C", 0, 1),
-             (1, 40, "T", "F", 0, 1)]
+    rng = rng_for(tag, str(setting), str(dtype))
     for m, cols, trans, order, offset, step in cases:
         A, ref, x, rows = make_case(rng, "gemv", m, dtype, trans, cols=cols)
         y = random_array(rng, (rows,), dtype)
@@ -336,6 +305,32 @@ def test_every_cols_setting_forced(xp, setting, dtype):
                                out=out, setting=setting)
         ratio = gemv_error_ratio(to_np(result), ref, x, y, 0.5, 2.0, "N")
         assert ratio < THRESHOLD, (m, cols, trans, order, offset, step, ratio)
+
+
+@pytest.mark.parametrize("setting", KBLAS_ROWS_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_every_rows_setting_forced(xp, setting, dtype):
+    """The one-pass GEMV-N: fewer rows than a block's and several blocks, the first and
+    last blocks' masked rows (offsets), columns around the column lanes and an unroll,
+    16-byte loads and element loads (odd leading dimensions), conj, beta, strided x."""
+    cases = [(1, 1, "N", "F", 0), (7, 5, "N", "F", 0), (8, 64, "N", "F", 1), (9, 65, "T", "C", 0),
+             (33, 300, "C", "C", 3), (300, 1000, "N", "F", 17), (257, 1501, "N", "F", 0), (64, 33, "T", "C", 1),
+             (130, 2 * 1024 + 7, "C", "C", 0), (1, 40, "T", "C", 0), (1, 1, "C", "C", 0), (40, 1, "N", "F", 0)]
+    _one_pass_forced(xp, "krows", setting, dtype, [case + (2,) for case in cases])
+
+
+@pytest.mark.parametrize("setting", KBLAS_COLS_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_every_cols_setting_forced(xp, setting, dtype):
+    """The one-pass GEMV-T, a warp per column: fewer columns than a block's warps and
+    several blocks, rows around a lane step and an unroll, masked first and last steps
+    (offsets), 16-byte loads and element loads (odd leading dimensions, strided x),
+    conj, beta."""
+    _one_pass_forced(xp, "kcols", setting, dtype, [
+        (1, 1, "T", "F", 0, 1), (5, 7, "T", "F", 0, 1), (64, 8, "T", "F", 1, 1), (65, 9, "N", "C", 0, 1),
+        (300, 33, "C", "F", 3, 2), (1000, 300, "T", "F", 17, 1), (1501, 257, "T", "F", 0, 1),
+        (33, 64, "N", "C", 1, 2), (2 * 1024 + 7, 130, "C", "F", 0, 1), (40, 1, "N", "C", 0, 1),
+        (1, 40, "T", "F", 0, 1)])
 
 
 def test_cols_chooser_takes_short_float64_and_float32_matrices_by_their_bytes():

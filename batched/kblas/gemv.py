@@ -16,8 +16,8 @@ from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
 from .settings import (KBLAS_COLS_SETTINGS, KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasColsSetting,
-                       KblasRowsSetting, KblasSetting, check_kblas_setting, choose_gemv_cols, choose_gemv_parts,
-                       choose_gemv_rows, choose_kblas_setting)
+                       KblasRowsSetting, KblasSetting, check_kblas_setting, check_one_pass_op, choose_gemv_cols,
+                       choose_gemv_parts, choose_gemv_rows, choose_kblas_setting)
 
 SOURCE = cm.SOURCE_DIR / "kblas_gemv.cu"
 
@@ -121,40 +121,30 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
     return cm.execute(p, lambda p, target: _describe(p, target, op, setting), key, (A, x, y, out))
 
 
+def _one_pass(kind, setting, trans: bool, choose):
+    """The one-pass setting of ``kind`` for a column-major view whose op transposes or not
+    (``trans``): the forced one (ValueError for the other op), else ``choose()``'s where
+    ``kind`` runs that op, else None."""
+    if isinstance(setting, kind):
+        check_one_pass_op(setting, trans)
+        return setting
+    return choose() if setting is None and trans == kind.transposes else None
+
+
 def rows_plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
-    """(KblasRowsSetting, blocks) of the one-pass kernel for a column-major m x n view,
-    or None for the tall tiles (:func:`plan`): the forced setting, else the chooser's
-    for the N kernel (settings.choose_gemv_rows).  Pure, for CPU tests."""
-    if isinstance(setting, KblasRowsSetting):
-        if trans:
-            raise ValueError(f"setting {setting} runs op(A) = A on the column-major view only "
-                             "('N' on a column-major A, 'T' or 'C' on a row-major one)")
-        s = setting
-    elif setting is None and not trans:
-        s = choose_gemv_rows(dtype, m, n, shift, sms)
-        if s is None:
-            return None
-    else:
-        return None
-    return s, -(-(m + shift) // s.rows(dtype))
+    """(KblasRowsSetting, blocks) of the one-pass GEMV-N kernel for a column-major m x n
+    view, or None for the tall tiles (:func:`plan`): the forced setting, else the
+    chooser's (settings.choose_gemv_rows).  Pure, for CPU tests."""
+    s = _one_pass(KblasRowsSetting, setting, trans, lambda: choose_gemv_rows(dtype, m, n, shift, sms))
+    return None if s is None else (s, -(-(m + shift) // s.rows(dtype)))
 
 
 def cols_plan(m: int, n: int, trans: bool, dtype, setting=None, sms: int = 132):
     """(KblasColsSetting, blocks) of the one-pass GEMV-T kernel for a column-major m x n
-    view, or None: the forced setting, else the chooser's for the T kernel
-    (settings.choose_gemv_cols).  Pure, for CPU tests."""
-    if isinstance(setting, KblasColsSetting):
-        if not trans:
-            raise ValueError(f"setting {setting} runs a transposing op of the column-major view only "
-                             "('T' or 'C' on a column-major A, 'N' on a row-major one)")
-        s = setting
-    elif setting is None and trans:
-        s = choose_gemv_cols(dtype, m, n, sms)
-        if s is None:
-            return None
-    else:
-        return None
-    return s, -(-n // s.warps)
+    view, or None: the forced setting, else the chooser's (settings.choose_gemv_cols).
+    Pure, for CPU tests."""
+    s = _one_pass(KblasColsSetting, setting, trans, lambda: choose_gemv_cols(dtype, m, n, sms))
+    return None if s is None else (s, -(-n // s.warps))
 
 
 def plan(m: int, n: int, shift: int, trans: bool, dtype, setting=None, sms: int = 132):
@@ -188,10 +178,10 @@ def _vector_loads(a, shift: int, item: int) -> bool:
 def _describe(p: cm.Problem, target, op: str, setting):
     """(Recipe, pointers, keep) of one GEMV into ``target`` (see _common.execute)."""
     # a forced one-pass setting needs its op of the view: a matrix of one row or column
-    # is read in the orientation that gives it
-    rows_op = isinstance(setting, KblasRowsSetting) and op != "N"
-    cols_op = isinstance(setting, KblasColsSetting) and op == "N"
-    a, shift = cm.matrix_view(p, "C" if rows_op or cols_op else "F")
+    # is read in the orientation that gives it (row-major where the user's op on a
+    # column-major reading would be the other one)
+    one_pass = isinstance(setting, (KblasRowsSetting, KblasColsSetting))
+    a, shift = cm.matrix_view(p, "C" if one_pass and setting.transposes != (op != "N") else "F")
     view_op = a.view_op(op)
     trans = ar.op_transposes(view_op)
     sms = cm.sm_count()

@@ -49,8 +49,8 @@ from ..device_functions import build
 from . import _common as cm
 from .distributed import DistributedMatrix
 from .gemv import gemv as _single_gemv
-from .settings import (KBLAS_SETTINGS, KblasColsSetting, KblasRowsSetting, KblasSetting, check_kblas_setting,
-                       choose_kblas_setting, choose_parts)
+from .settings import (KBLAS_SETTINGS, KblasSetting, check_kblas_setting, check_one_pass_op, choose_kblas_setting,
+                       choose_parts)
 from .symv import full_from_triangle
 
 SOURCE = cm.SOURCE_DIR / "kblas_mgpu.cu"
@@ -118,11 +118,7 @@ def gemv(D, x, y, alpha, beta, trans, out, setting):
     rows, inner = (m, n) if op == "N" else (n, m)
     c = validate(D, x, y, out, alpha, beta, rows, inner, "op(A)")
     check_kblas_setting(setting, "gemv", c.dtype)
-    if isinstance(setting, KblasRowsSetting) and op != "N":  # the local blocks are column-major
-        raise ValueError(f"setting {setting} runs op(A) = A on the column-major view only: trans='N' here")
-    if isinstance(setting, KblasColsSetting) and op == "N":
-        raise ValueError(f"setting {setting} runs a transposing op of the column-major view only: "
-                         "trans='T' or 'C' here")
+    check_one_pass_op(setting, op != "N")  # the local blocks are column-major
     early = _shortcut(c)
     if early is not None:
         return early

@@ -11,6 +11,7 @@ and ``q`` are template arguments (every registered pair is compiled in CI);
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -131,6 +132,7 @@ class KblasRowsSetting:
 
     unroll: int
     pieces: int = 4
+    transposes: ClassVar[bool] = False  # the op of the column-major view it runs
 
     def rows(self, dtype) -> int:
         """Rows a block owns: ``pieces`` 16-byte pieces (one element each for 16-byte types)."""
@@ -167,12 +169,18 @@ _ROWS_BY_BYTES = {
 }
 
 
+def _by_bytes(table: dict, dtype, m: int, n: int):
+    """The setting ``table`` gives an m x n A of ``dtype`` (the first bound on A's bytes
+    that holds it), or None."""
+    dtype = np.dtype(dtype)
+    nbytes = m * n * dtype.itemsize
+    return next((s for bound, s in table.get(dtype, ()) if nbytes <= bound), None)
+
+
 def choose_gemv_rows(dtype, m: int, n: int, shift: int, sms: int = 132):
     """The KblasRowsSetting for GEMV-N on an m x n column-major view (row origin
     ``shift``), or None for the tall tiles (see _ROWS_BY_BYTES)."""
-    dtype = np.dtype(dtype)
-    nbytes = m * n * dtype.itemsize
-    s = next((s for bound, s in _ROWS_BY_BYTES.get(dtype, ()) if nbytes <= bound), None)
+    s = _by_bytes(_ROWS_BY_BYTES, dtype, m, n)
     if s is None:
         return None
     blocks = -(-(m + shift) // s.rows(dtype))
@@ -191,6 +199,7 @@ class KblasColsSetting:
 
     unroll: int
     warps: int = 8
+    transposes: ClassVar[bool] = True
 
     def template_args(self) -> str:
         return f"{self.warps}, {self.unroll}"
@@ -217,12 +226,23 @@ _COLS_BY_BYTES = {
 def choose_gemv_cols(dtype, m: int, n: int, sms: int = 132):
     """The KblasColsSetting for GEMV-T on an m x n column-major view, or None for the
     tall tiles (see _COLS_BY_BYTES; a grid of at least half the SMs)."""
-    dtype = np.dtype(dtype)
-    nbytes = m * n * dtype.itemsize
-    s = next((s for bound, s in _COLS_BY_BYTES.get(dtype, ()) if nbytes <= bound), None)
+    s = _by_bytes(_COLS_BY_BYTES, dtype, m, n)
     if s is None or 2 * -(-n // s.warps) < sms:
         return None
     return s
+
+
+_ONE_PASS_OPS = {False: "op(A) = A on the column-major view only ('N' on a column-major A, 'T' or 'C' on a "
+                        "row-major one)",
+                 True: "a transposing op of the column-major view only ('T' or 'C' on a column-major A, 'N' "
+                       "on a row-major one)"}
+
+
+def check_one_pass_op(setting, transposing: bool) -> None:
+    """A forced one-pass setting (KblasRowsSetting, KblasColsSetting) on a view whose op
+    does (``transposing``) or does not transpose: ValueError unless it runs that op."""
+    if isinstance(setting, (KblasRowsSetting, KblasColsSetting)) and setting.transposes != transposing:
+        raise ValueError(f"setting {setting} runs {_ONE_PASS_OPS[setting.transposes]}")
 
 
 def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSetting:
