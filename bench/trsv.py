@@ -10,7 +10,8 @@ batch sized so the stored matrices take 256 MiB.  ``trans`` in a row is
 with the setting forced, which locates the switch-over of the default chooser; where
 the default is the pipelined design (``trsv32x{2,4,8}pipe``, ``bt.pipelined_trsv_setting``),
 the design that was the default before it (``choose_trsv_setting(..., pipelined=False)``)
-is timed beside.
+is timed beside.  Up to 16 unknowns the thread design (``trsv_thread``, a thread per solve)
+is timed beside the default.
 
 Bytes count the triangle n(n+1)/2 plus b read and x written; flops n^2 per solve.
 Peers: ``torch`` = torch.linalg.solve_triangular(A or A^T, b[..., None])
@@ -33,10 +34,11 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
-from batched.factorizations.settings import choose_trsv_setting  # noqa: E402
+from batched.factorizations.settings import THREAD_MAX, choose_trsv_setting  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
+THREAD = bt.TrsvSetting(1, 1, thread=True)
 
 
 def case(dtype, trans, n, setting=None) -> Case:
@@ -59,6 +61,9 @@ def all_cases() -> list[Case]:
     # the previous default beside the pipelined one
     cases += [case(c.dtype, c.trans, c.n, s) for c in cases[:len(SIZES) * 8]
               if (s := previous_default(c.dtype, c.trans, c.n))]
+    # the thread design beside the default where it applies
+    cases += [case(dt, tr, n, THREAD) for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT")
+              for n in SIZES if n <= THREAD_MAX]
     return cases
 
 

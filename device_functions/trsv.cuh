@@ -306,4 +306,67 @@ __device__ int first_zero_diagonal(ThreadGroup<G> g, int n, const T* A, long lon
   return found == NONE ? 0 : found + 1;
 }
 
+// bdf::trsv_thread: solve op(A) x = x for ONE n x n triangular matrix, n <= NB, by one
+// thread, x in its registers (the thread design of factorizations/trsv.cu).
+// Threads:  one; no shuffles, no shared memory.  Sync: none.
+// Memory:   A read-only, only its stored triangle (the diagonal too unless `unit`), a
+//           column of the stored view at a time in solve order.  PIECES: n == NB and every
+//           column starts at a 16-byte boundary (the caller's rows16): each column's
+//           triangle in 16-byte pieces (a thread's loads walk its own matrix, a line at a
+//           time, so a piece's neighbours come from L1); otherwise element by element,
+//           the NB x NB tile padded past n with the identity (x past n is 0 and stays 0),
+//           so that every register index is a compile-time constant in either solve order.
+// Order:    the stored view's column c in solve order s (c = s forward, NB - 1 - s
+//           backward).  Not transposed, x_c is divided and column c subtracted from the
+//           later unknowns (BLAS's xTRSV 'N'); transposed, column c is row c of op(A),
+//           whose dot product with the earlier unknowns is taken in their solve order
+//           before the division (xTRSV 'T').  The division by the diagonal is PivotScale's.
+// Returns:  LAPACK's info (the 1-based index of the first exactly zero diagonal entry, 0
+//           if none or `unit`); a zero diagonal gives Inf/NaN in x as in BLAS (the caller
+//           restores B for xTRTRS).
+template <typename T, int NB, bool LOWER, bool TRANS, bool PIECES>
+__device__ __forceinline__ int trsv_thread(int n, const T* a, long long lda, bool cj, bool unit, T (&x)[NB]) {
+  constexpr bool FORWARD = LOWER != TRANS;
+  constexpr int V = 16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1;
+  int zero = NB;  // the first zero diagonal entry's index, NB for none
+#pragma unroll
+  for (int s = 0; s < NB; ++s) {
+    const int c = FORWARD ? s : NB - 1 - s;
+    const int r_lo = LOWER ? c : 0, r_hi = LOWER ? NB - 1 : c;  // the stored triangle's rows of column c
+    T col[NB];
+    if constexpr (PIECES) {
+      struct alignas(16) Piece { T v[V]; };
+      const Piece* p = reinterpret_cast<const Piece*>(a + (long long)c * lda);
+#pragma unroll
+      for (int k = r_lo / V; k <= r_hi / V; ++k) {
+        const Piece q = p[k];
+#pragma unroll
+        for (int e = 0; e < V; ++e) col[V * k + e] = q.v[e];
+      }
+    } else {
+      const T* colp = a + (long long)c * lda;
+#pragma unroll
+      for (int r = r_lo; r <= r_hi; ++r) col[r] = (r < n && c < n) ? colp[r] : T(r == c ? 1 : 0);
+    }
+#pragma unroll
+    for (int r = r_lo; r <= r_hi; ++r) col[r] = conj_if(col[r], cj);
+    if (!unit && col[c] == T(0) && c < zero) zero = c;
+    if constexpr (!TRANS) {
+      if (!unit) x[c] = PivotScale<T>(col[c])(x[c]);
+#pragma unroll
+      for (int r = r_lo; r <= r_hi; ++r)
+        if (r != c) x[r] -= col[r] * x[c];
+    } else {
+      // the earlier unknowns in their solve order: rows 0 .. c - 1 (upper), NB - 1 .. c + 1 (lower)
+#pragma unroll
+      for (int t = 0; t < NB; ++t) {
+        const int r = LOWER ? NB - 1 - t : t;
+        if (r != c && r >= r_lo && r <= r_hi) x[c] -= col[r] * x[r];
+      }
+      if (!unit) x[c] = PivotScale<T>(col[c])(x[c]);
+    }
+  }
+  return zero < n ? zero + 1 : 0;
+}
+
 }  // namespace bdf

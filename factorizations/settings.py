@@ -8,6 +8,8 @@ the output, at most ``window`` unknowns in shared memory at a time, MAGMA's 256)
 Diagonal tiles are min(DIM_X * DIM_Y, 32) wide, solved by one warp.
 ``pipelined`` (with DIM_X = 32) is the pipelined design instead: DIM_Y warps a
 matrix, one 32-unknown tile a warp, rounds of DIM_Y tiles (trsv_pipeline_kernel).
+``thread`` (1 x 1) is the thread design: a thread per solve, the matrix in its registers
+a column at a time, up to THREAD_MAX unknowns (trsv_thread_kernel).
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from ..settings import check_setting
 GEMV_UNROLL = 4          # bdf::GEMV_UNROLL in device_functions/gemv.cuh
 BLOCK_SUBWARP = 256      # trsv_block_threads() in factorizations/trsv.cu for groups <= 32
 SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks per SM
+THREAD_BLOCK = 128       # trsv_thread_kernel's __launch_bounds__
+THREAD_NB = (8, 16)      # its instantiations' NB: the smallest that holds n_max
+THREAD_MAX = THREAD_NB[-1]
 
 
 @dataclass(frozen=True)
 class TrsvSetting:
     """DIM_X x DIM_Y threads per solve; ``window`` 0 = blocked, > 0 = recursive with that
-    cap; ``pipelined``: a warp per 32-unknown tile (DIM_X = 32, window 0)."""
+    cap; ``pipelined``: a warp per 32-unknown tile (DIM_X = 32, window 0); ``thread``:
+    one thread per solve (1 x 1), n <= THREAD_MAX."""
 
     dim_x: int
     dim_y: int
     window: int = 0
     pipelined: bool = False
+    thread: bool = False
 
     @property
     def group_threads(self) -> int:
@@ -52,7 +59,16 @@ class TrsvSetting:
         """Does a launch with matrices up to n_max take the single-tile kernel
         (trsv_tile_kernel<..., W = group_threads>: the tile in registers, no shared
         memory)?  A group of at most 32 lanes, the blocked design, n_max <= the group."""
-        return self.group_threads <= 32 and not self.window and not self.pipelined and n_max <= self.group_threads
+        return (self.group_threads <= 32 and not self.window and not self.pipelined and not self.thread
+                and n_max <= self.group_threads)
+
+    def thread_nb(self, n_max: int) -> int:
+        """The thread design's instantiation (NB) for matrices up to n_max; a ValueError
+        past THREAD_MAX."""
+        for nb in THREAD_NB:
+            if n_max <= nb:
+                return nb
+        raise ValueError(f"setting {self} solves at most {THREAD_MAX} unknowns a matrix, got n = {n_max}")
 
     def xlen(self, n_max: int) -> int:
         """Unknowns a group keeps in shared memory."""
@@ -67,6 +83,8 @@ class TrsvSetting:
         return str(self.dim_y) if self.pipelined else f"{self.dim_x}, {self.dim_y}, {self.window}"
 
     def __str__(self) -> str:
+        if self.thread:
+            return "trsv_thread"
         kind = f"rec{self.window}" if self.window else "pipe" if self.pipelined else "blocked"
         return f"trsv{self.dim_x}x{self.dim_y}{kind}"
 
@@ -81,6 +99,8 @@ TRSV_SETTINGS = (
     TrsvSetting(32, 4), TrsvSetting(32, 4, window=256), TrsvSetting(32, 8, window=256),
     # a warp per 32-unknown tile, 2, 4 or 8 tiles a round
     TrsvSetting(32, 2, pipelined=True), TrsvSetting(32, 4, pipelined=True), TrsvSetting(32, 8, pipelined=True),
+    # a thread per solve, up to THREAD_MAX unknowns
+    TrsvSetting(1, 1, thread=True),
 )
 
 
@@ -195,6 +215,9 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
     memory would pass 48 KiB, and a setting whose one group exceeds the device's
     limit is a ValueError (the blocked design with a very large n).
     """
+    if setting.thread:
+        setting.thread_nb(n_max)  # refuses past THREAD_MAX
+        return TrsvPlan(grid_for(items, THREAD_BLOCK), THREAD_BLOCK, 0, THREAD_BLOCK, 0)
     if setting.single_tile(n_max):
         groups = BLOCK_SUBWARP // setting.group_threads
         return TrsvPlan(grid_for(items, groups), BLOCK_SUBWARP, 0, groups, 0)

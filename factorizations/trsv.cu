@@ -26,6 +26,7 @@
 #define TRSV_UNIT 2   // unit diagonal: the diagonal is never read
 #define TRSV_CHECK 4  // scan for a zero diagonal: info[b], and X = B for such a matrix (LAPACK)
 #define TRSV_ROWS16 8  // every stored column of every matrix starts at a 16-byte boundary
+#define TRSV_VECS16 16  // every item's b and x are contiguous (inc 1) from a 16-byte boundary
 
 // Sub-warp groups pack several matrices into one block (the launcher may launch fewer
 // than this many threads when the groups' shared memory would not fit).
@@ -159,6 +160,79 @@ trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* in
     bdf::trsv_tile_regs<T, W, bdf::is_uniform_matrix<MatA>::value>(g.rank, n, a, lda, op, forward, unit, yi,
                                                                     flags & TRSV_ROWS16);
     if (g.rank < n) xv[row * X.inc] = yi;
+  }
+}
+
+// Thread design (TrsvSetting(1, 1, thread=True)): one thread per work item (matrix b,
+// right-hand side c), n <= NB for every matrix of the launch, solved by bdf::trsv_thread
+// in registers; the same arguments as trsv_kernel (xlen is not used).  Why: the sub-warp
+// tiles of 8 or 16 lanes spend a shuffle, a multiply-add and a predicate per unknown and
+// lane and keep one group's loads in flight a row at a time; a thread that owns its matrix
+// needs only the multiply-adds, and with 16-byte pieces (the uniform layout with aligned
+// columns and n == NB: TRSV_ROWS16; b and x too with TRSV_VECS16) it reads its triangle in
+// a few loads that walk its own lines.  A zero diagonal with TRSV_CHECK: info and X = B
+// (LAPACK's xTRTRS).
+template <class MatA, class Vec, int NB>
+__global__ void __launch_bounds__(128)
+trsv_thread_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags, long long count,
+                   int nrhs, int /*xlen*/) {
+  using T = typename MatA::value_type;
+  static_assert(NB >= 1 && NB <= 16, "the thread design unrolls over at most 16 x 16");
+  constexpr bool UNIFORM = bdf::is_uniform_matrix<MatA>::value;
+  constexpr int V = 16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1;
+  struct alignas(16) Piece { T v[V]; };
+  const bool lower = flags & TRSV_LOWER, unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
+  const int op = (flags >> 4) & 3;
+  const bool trans = bdf::op_transposes(op), cj = bdf::op_conjugates(op);
+  const long long items = count * nrhs;
+  for (long long item = (long long)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+       item += (long long)gridDim.x * blockDim.x) {
+    const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
+    // the pieces' path is compiled for the uniform layout only, the only one flagged
+    const bool pieces = UNIFORM && (flags & TRSV_ROWS16) && n == NB;
+    const bool vecs = pieces && (flags & TRSV_VECS16) && NB % V == 0;
+    T x[NB];
+    if (vecs) {
+#pragma unroll
+      for (int k = 0; k < NB / V; ++k) {
+        const Piece q = reinterpret_cast<const Piece*>(bv)[k];
+#pragma unroll
+        for (int e = 0; e < V; ++e) x[V * k + e] = q.v[e];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NB; ++i) x[i] = i < n ? bv[i * B.inc] : T(0);
+    }
+    int zero;
+#define TRSV_THREAD_SOLVE(P) \
+    (lower ? (trans ? bdf::trsv_thread<T, NB, true, true, P>(n, a, lda, cj, unit, x) \
+                    : bdf::trsv_thread<T, NB, true, false, P>(n, a, lda, cj, unit, x)) \
+           : (trans ? bdf::trsv_thread<T, NB, false, true, P>(n, a, lda, cj, unit, x) \
+                    : bdf::trsv_thread<T, NB, false, false, P>(n, a, lda, cj, unit, x)))
+    if constexpr (UNIFORM) zero = pieces ? TRSV_THREAD_SOLVE(true) : TRSV_THREAD_SOLVE(false);
+    else zero = TRSV_THREAD_SOLVE(false);
+#undef TRSV_THREAD_SOLVE
+    if (check) {
+      if (c == 0) info[b] = zero;
+      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+          if (i < n) x[i] = bv[i * B.inc];
+      }
+    }
+    if (vecs) {
+#pragma unroll
+      for (int k = 0; k < NB / V; ++k) {
+        Piece q;
+#pragma unroll
+        for (int e = 0; e < V; ++e) q.v[e] = x[V * k + e];
+        reinterpret_cast<Piece*>(xv)[k] = q;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NB; ++i)
+        if (i < n) xv[i * X.inc] = x[i];
+    }
   }
 }
 

@@ -19,15 +19,20 @@ from .._operands import matrix_operand
 from ..device_functions import build
 from ..settings import multiprocessor_count
 from . import _solvers as sv
-from .settings import TRSV_SETTINGS, TrsvSetting, check_trsv_setting, choose_trsv_setting, plan_trsv
+from .settings import (THREAD_NB, TRSV_SETTINGS, TrsvSetting, check_trsv_setting, choose_trsv_setting,
+                       plan_trsv)
 
 SOURCE = Path(__file__).with_name("trsv.cu")
 
 # Launch flags of trsv.cu; op(A) goes in bits 4..5.
-_LOWER, _UNIT, _CHECK, _ROWS16 = 1, 2, 4, 8
+_LOWER, _UNIT, _CHECK, _ROWS16, _VECS16 = 1, 2, 4, 8, 16
 
 
 def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
+    """The blocked, recursive or pipelined kernel of ``setting`` (the thread design's is
+    thread_kernel_name, its NB chosen by n)."""
+    if setting.thread:
+        raise ValueError(f"{setting} names no trsv_kernel: see thread_kernel_name")
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     kernel = "trsv_pipeline_kernel" if setting.pipelined else "trsv_kernel"
     return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
@@ -40,12 +45,20 @@ def tile_kernel_name(layout: str, dtype, lanes: int) -> str:
     return f"trsv_tile_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, {lanes}>"
 
 
+def thread_kernel_name(layout: str, dtype, nb: int) -> str:
+    """The thread design's kernel (TrsvSetting.thread) for matrices up to ``nb`` unknowns."""
+    mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    return f"trsv_thread_kernel<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, {nb}>"
+
+
 TILE_LANES = sorted({s.group_threads for s in TRSV_SETTINGS if s.single_tile(s.group_threads)})
 
 build.register(SOURCE, [kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
-                        for dt in ar.SUPPORTED_DTYPES for s in TRSV_SETTINGS]
+                        for dt in ar.SUPPORTED_DTYPES for s in TRSV_SETTINGS if not s.thread]
                + [tile_kernel_name(layout, dt, w) for layout in ln.LAYOUT_ACCESSORS
-                  for dt in ar.SUPPORTED_DTYPES for w in TILE_LANES])
+                  for dt in ar.SUPPORTED_DTYPES for w in TILE_LANES]
+               + [thread_kernel_name(layout, dt, nb) for layout in ln.LAYOUT_ACCESSORS
+                  for dt in ar.SUPPORTED_DTYPES for nb in THREAD_NB])
 
 
 def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
@@ -253,8 +266,12 @@ def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=Fa
                                              itemsize=itemsize,
                                              pieces=transposed and rows16 and tile_pieces(n_max, itemsize))
     plan = plan_trsv(setting, n_max, itemsize, count * nrhs, sv.smem_limit())
-    name = tile_kernel_name(layout, dtype, setting.group_threads) if setting.single_tile(n_max) else \
-        kernel_name(layout, dtype, setting)
+    if setting.thread:
+        name = thread_kernel_name(layout, dtype, setting.thread_nb(n_max))
+    elif setting.single_tile(n_max):
+        name = tile_kernel_name(layout, dtype, setting.group_threads)
+    else:
+        name = kernel_name(layout, dtype, setting)
     kernel = build.get_kernel(SOURCE, name)
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
@@ -272,6 +289,13 @@ def _rows16(a, itemsize: int) -> bool:
     """Does every stored column of every matrix of the uniform operand ``a`` start at a
     16-byte boundary?"""
     return a.base % 16 == 0 and (a.stride * itemsize) % 16 == 0 and (a.ld * itemsize) % 16 == 0
+
+
+def _vecs16(b_base, b_stride, b_inc, X, n, k, itemsize: int) -> bool:
+    """Are the one right-hand side of every matrix and its solution (X, packed) contiguous
+    runs from 16-byte boundaries?"""
+    return (k == 1 and b_inc == 1 and b_base % 16 == 0 and (b_stride * itemsize) % 16 == 0
+            and X.data.ptr % 16 == 0 and (n * itemsize) % 16 == 0)
 
 
 def _flag_bits(lower_view, view_op, unit, check):
@@ -309,11 +333,13 @@ def _solve_cupy(xp, A, Bm, batch, n, k, lower, op, unit, check, setting):
     b_arr, b_base, b_stride, b_inc, b_col = _rhs_operand(xp, Bm, shape)
     view_op = a.view_op(op)
     rows16 = _rows16(a, dtype.itemsize)
+    vecs16 = _vecs16(b_base, b_stride, b_inc, X, n, k, dtype.itemsize)
     args = (ln.pack("UniformMatrix", a.base, a.stride, a.ld, a.rows, a.cols),
             ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1),
             info if check else np.uint64(0),
-            _flag_bits(lower != a.transposed, view_op, unit, check) | np.int32(_ROWS16 if rows16 else 0))
+            _flag_bits(lower != a.transposed, view_op, unit, check)
+            | np.int32((_ROWS16 if rows16 else 0) | (_VECS16 if vecs16 else 0)))
     _launch("uniform", dtype, setting, view_op, n, count, k, args, rows16)
     del b_arr
     return X, info

@@ -295,9 +295,11 @@ def test_trsv_and_vector_registries_hold_every_setting_dtype_and_layout():
 
     reg = {path.name: names for path, names in registered().items()}
     assert reg["trsv.cu"] == ({trsv_module.kernel_name(layout, dt, s) for layout in LAYOUTS
-                               for dt in batched.SUPPORTED_DTYPES for s in batched.TRSV_SETTINGS}
+                               for dt in batched.SUPPORTED_DTYPES for s in batched.TRSV_SETTINGS if not s.thread}
                               | {trsv_module.tile_kernel_name(layout, dt, w) for layout in LAYOUTS
-                                 for dt in batched.SUPPORTED_DTYPES for w in trsv_module.TILE_LANES})
+                                 for dt in batched.SUPPORTED_DTYPES for w in trsv_module.TILE_LANES}
+                              | {trsv_module.thread_kernel_name(layout, dt, nb) for layout in LAYOUTS
+                                 for dt in batched.SUPPORTED_DTYPES for nb in trsv_module.THREAD_NB})
     assert reg["vector.cu"] == {name for dt in batched.SUPPORTED_DTYPES for s in batched.VECTOR_SETTINGS
                                 for name in (vector_module._update_name(dt, s),
                                              *(vector_module._reduce_name(dt, s, op) for op in range(5)))}

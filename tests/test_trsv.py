@@ -15,11 +15,11 @@ import itertools
 import numpy as np
 import pytest
 import scipy.linalg
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import batched as bt
-from batched.factorizations.settings import (TRSV_SETTINGS, TrsvSetting, choose_trsv_setting,
+from batched.factorizations.settings import (THREAD_MAX, TRSV_SETTINGS, TrsvSetting, choose_trsv_setting,
                                              plan_trsv)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from residuals import trsv_backward_error
@@ -30,6 +30,13 @@ THRESHOLD = 30
 SETTINGS_UNDER_TEST = [*TRSV_SETTINGS, None]
 # The recursive design's window (256) and the chooser's switch-overs, both sides.
 GPU_EDGES = (127, 128, 129, 255, 256, 257, 511, 512, 513, 600)
+
+
+def refused(setting, n_max):
+    """A forced thread design refuses matrices past THREAD_MAX unknowns (a ValueError,
+    test_thread_design_refuses_large_matrices); the tests over every setting leave those
+    sizes to the other settings."""
+    return setting is not None and setting.thread and n_max > THREAD_MAX
 
 
 def ratio(X, case):
@@ -56,6 +63,7 @@ def result_shape(case):
 @SETTINGS
 def test_solve_triangular_backward_error(xp, setting, case):
     gpu_only_setting(xp, setting)
+    assume(not refused(setting, case.A.shape[-1]))
     A, B = case.args(xp)
     before = snapshot(A, B)
     dtype = np.result_type(case.A, case.B)
@@ -77,6 +85,7 @@ def test_solve_triangular_backward_error(xp, setting, case):
 def test_matches_scipy_on_well_conditioned(xp, setting, case, data):
     """Forward error against SciPy (float64/complex128) where the condition number is small."""
     gpu_only_setting(xp, setting)
+    assume(not refused(setting, case.A.shape[-1]))
     if case.kind != "tri_dominant":
         case.kind = "tri_dominant"
         case.A = triangular(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))), case.A.shape[:-2],
@@ -110,7 +119,7 @@ def test_every_tile_and_window_edge(xp, setting, dtype):
     """Sizes on both sides of every tile (4, 8, 16, 32) and, on the GPU, of the
     recursive window (256, 512) and the chooser's switch-overs; all flags."""
     gpu_only_setting(xp, setting)
-    sizes = TRSV_EDGES + GPU_EDGES
+    sizes = [n for n in TRSV_EDGES + GPU_EDGES if not refused(setting, n)]
     rng = rng_for("edges", str(dtype), str(setting))
     for n in sizes:
         for lower in (True, False):
@@ -160,6 +169,68 @@ def test_rows_read_in_pieces(xp, dtype):
             X = bt.trsv(Ad, to_xp(xp, B), lower=lower, trans=trans, unit_diagonal=unit)
             r = trsv_backward_error(to_np(X)[..., None], A, B[..., None], lower, trans, unit)
             assert r <= THRESHOLD, (n, lower, trans, unit, ld, offset, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=str)
+def test_thread_design_pieces_padding_and_vectors(xp, dtype):
+    """The thread design (a thread per solve): n = 1 to 16, so both instantiations (NB 8
+    and 16) run with n == NB (the 16-byte pieces where the columns are aligned) and n <
+    NB (the tile padded with the identity); every flag; matrices C- and F-ordered,
+    packed, padded (ld n + 4) and one element into their buffer (unaligned); right-hand
+    sides contiguous (their 16-byte pieces), strided and unaligned; the other triangle
+    and the padding NaN; one matrix with a zero diagonal (info, X = B)."""
+    if xp is np:
+        pytest.skip("GPU design only (the CPU backend has one path)")
+    rng = rng_for("thread", str(np.dtype(dtype)))
+    setting = TrsvSetting(1, 1, thread=True)
+    for n, lower, trans, unit in itertools.product(range(1, THREAD_MAX + 1), (True, False), "NTC", (False, True)):
+        A = triangular(rng, (3,), n, dtype, "tri_rand", lower)
+        B = random_array(rng, (3, n), dtype)
+        for (ld, offset), order, rhs in itertools.product(((n, 0), (n + 4, 0), (n, 1)), "CF",
+                                                          ("packed", "strided", "unaligned")):
+            if order == "C":
+                Ad = _rows_layout(xp, A, ld, offset)
+            else:
+                Ad = xp.swapaxes(_rows_layout(xp, np.swapaxes(A, -1, -2), ld, offset), -1, -2)
+            if rhs == "packed":
+                Bd = to_xp(xp, B)
+            elif rhs == "strided":
+                Bd = to_xp(xp, np.stack([B, np.full_like(B, np.nan)], axis=-1))[..., 0]
+            else:
+                Bd = xp.concatenate([xp.full(1, np.nan, dtype), to_xp(xp, B).ravel()])[1:].reshape(B.shape)
+            poison_pool(xp, B.nbytes)
+            X = bt.trsv(Ad, Bd, lower=lower, trans=trans, unit_diagonal=unit, setting=setting)
+            r = trsv_backward_error(to_np(X)[..., None], A, B[..., None], lower, trans, unit)
+            assert r <= THRESHOLD, (n, lower, trans, unit, ld, offset, order, rhs, r)
+        if not unit:
+            Az = A.copy()
+            Az[1, n // 2, n // 2] = 0
+            X, info = bt.solve_triangular(to_xp(xp, Az), to_xp(xp, B), lower=lower, trans=trans, check=False,
+                                          setting=setting)
+            np.testing.assert_array_equal(to_np(info), [0, n // 2 + 1, 0])
+            np.testing.assert_array_equal(to_np(X)[1], B[1])   # LAPACK leaves B as it was
+            keep = np.array([True, False, True])
+            assert trsv_backward_error(to_np(X)[keep][..., None], A[keep], B[keep][..., None], lower, trans,
+                                       False) <= THRESHOLD
+
+
+@pytest.mark.gpu
+def test_thread_design_refuses_large_matrices(xp):
+    """Forced past THREAD_MAX unknowns the thread design is a ValueError before any work;
+    an empty batch or no right-hand sides launch nothing and pass."""
+    if xp is np:
+        pytest.skip("settings choose GPU kernels")
+    setting = TrsvSetting(1, 1, thread=True)
+    n = THREAD_MAX + 1
+    A = xp.asarray(np.eye(n) * 2 + np.zeros((3, n, n)))
+    with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
+        bt.trsv(A, xp.ones((3, n)), setting=setting)
+    with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
+        bt.trsv([A[0], A[1][:5, :5]], [xp.ones(n), xp.ones(5)], setting=setting)
+    assert bt.trsv(A[:0], xp.ones((0, n)), setting=setting).shape == (0, n)
+    np.testing.assert_array_equal(to_np(bt.trsv(A[:1, :THREAD_MAX, :THREAD_MAX], xp.ones((1, THREAD_MAX)),
+                                                setting=setting)), np.full((1, THREAD_MAX), 0.5))
 
 
 @pytest.mark.gpu
@@ -217,6 +288,8 @@ def test_trsv_zero_diagonal_gives_inf_only_there(xp, dtype):
 @pytest.mark.parametrize("n", [1, 9, 40])
 def test_zero_diagonal_info_and_linalgerror(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
+    if refused(setting, n):
+        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
     rng = rng_for("zero", str(dtype), n)
     count = 7
     A = triangular(rng, (count,), n, dtype, "tri_dominant", False)
@@ -266,6 +339,8 @@ def test_linalgerror_names_index_tuples_and_single_matrices(xp):
 @pytest.mark.parametrize("n", [8, 70])
 def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
+    if refused(setting, n):
+        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
     rng = rng_for("nan", str(dtype), n)
     count = 6
     A = triangular(rng, (count,), n, dtype, "tri_dominant", True)
@@ -338,6 +413,7 @@ def test_variable_and_pointer_lists(xp, setting, ns, k, dtype, lower, trans, uni
     """k = 0: lists of vectors; k > 0: lists of (n_i, k) matrices.  Equal n_i make a
     PointerBatch, mixed ones a VariableBatch."""
     gpu_only_setting(xp, setting)
+    assume(not refused(setting, max(ns, default=0)))
     rng = np.random.default_rng(seed)
     As = [triangular(rng, (), n, dtype, "tri_rand", lower) for n in ns]
     Bs = [random_array(rng, (n,) if k == 0 else (n, k), dtype) for n in ns]
@@ -481,7 +557,9 @@ def test_chooser_picks_registered_settings_and_designs():
                 assert trsv_module.kernel_name(layout, dt, s) in names
                 if s.single_tile(n):
                     assert trsv_module.tile_kernel_name(layout, dt, s.group_threads) in names
-    assert len(names) == 3 * 4 * (len(TRSV_SETTINGS) + len(trsv_module.TILE_LANES))
+    threads = [s for s in TRSV_SETTINGS if s.thread]
+    assert len(names) == 3 * 4 * (len(TRSV_SETTINGS) - len(threads) + len(trsv_module.TILE_LANES)
+                                  + len(trsv_module.THREAD_NB))
     assert trsv_module.TILE_LANES == [4, 8, 16, 32]
 
 
@@ -513,7 +591,23 @@ def test_pipelined_choice_is_registered_and_measured_range_only():
             assert plan_trsv(s, n, itemsize, 1000, 227 * 1024).block == 32 * s.dim_y
 
 
-@pytest.mark.parametrize("setting", TRSV_SETTINGS, ids=str)
+def test_thread_plan_is_registers_only_and_refuses_large_matrices():
+    """The thread design: THREAD_BLOCK threads a block, one solve a thread, no shared
+    memory; the smallest instantiation that holds n; past THREAD_MAX a ValueError."""
+    from batched.factorizations.settings import THREAD_BLOCK, THREAD_NB, TrsvPlan
+
+    setting = TrsvSetting(1, 1, thread=True)
+    assert setting in TRSV_SETTINGS and not setting.single_tile(1) and str(setting) == "trsv_thread"
+    for n in range(0, THREAD_MAX + 1):
+        assert setting.thread_nb(n) == min(nb for nb in THREAD_NB if nb >= n)
+        for items in (1, 127, 128, 70_000):
+            assert plan_trsv(setting, n, 8, items, 227 * 1024) == TrsvPlan(-(-items // THREAD_BLOCK), THREAD_BLOCK, 0,
+                                                                          THREAD_BLOCK, 0)
+    with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
+        plan_trsv(setting, THREAD_MAX + 1, 8, 1, 227 * 1024)
+
+
+@pytest.mark.parametrize("setting", [s for s in TRSV_SETTINGS if not s.thread], ids=str)
 def test_plan_fits_shared_memory(setting):
     limit = 227 * 1024
     for n in (1, 33, 256, 600, 5000):

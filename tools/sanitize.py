@@ -268,9 +268,34 @@ def section_trsv():
         A = rand((3, 300, 300), dtype) + 600 * cp.eye(300, dtype=dtype)
         A[1, 7, 7] = 0
         for s in bt.TRSV_SETTINGS:
+            if s.thread:  # at most THREAD_MAX unknowns: below
+                continue
             for lower, trans in ((True, "N"), (False, "T")):
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
+        # the thread design: both instantiations with n == NB (16-byte pieces where aligned:
+        # offset 0; elements at offset 1) and n < NB (0, 1, 7, 9, 15), batch 1 and 65,537,
+        # b and x in pieces (one right-hand side, aligned) or not; a zero diagonal on the
+        # check path; pointer and variable lists
+        thread = bt.TrsvSetting(1, 1, thread=True)
+        for n in (0, 1, 7, 8, 9, 15, 16):
+            for batch in (1, 3) if race else (1, 65537):
+                for offset in (0, 1):
+                    A = rand((batch, n, n), dtype, offset=offset) + 4 * cp.eye(n, dtype=dtype)
+                    if n and batch > 1:
+                        A[1, n // 2, n // 2] = 0
+                    for lower in (True, False):
+                        for trans in "NTC":
+                            bt.trsv(A, rand((batch, n), dtype, offset=offset), lower=lower, trans=trans,
+                                    setting=thread)
+                            bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans,
+                                                check=False, setting=thread)
+                            checks += 2
+        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 17, 33)]
+        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=thread)
+        bt.trsv(bt.PointerBatch([rand((16, 16), dtype) + 32 * cp.eye(16, dtype=dtype) for _ in range(33)]),
+                rand((33, 16), dtype), setting=thread)
+        checks += 2
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
         T[1, 5, 5] = 0
