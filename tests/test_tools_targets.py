@@ -1,0 +1,64 @@
+"""tools/targets.py: the issues' speed targets read from benchmark rows, on the CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
+
+from tools import targets  # noqa: E402
+
+
+def row(routine, dtype, n, ours_s, **fields):
+    base = {"routine": routine, "dtype": dtype, "layout": "uniform", "trans": "N", "m": n, "n": n, "offset": 0,
+            "setting": None, "note": "", "ours_s": ours_s, "speedup": 1.0, "gbps": 0.0, "bytes": 0, "peers": {},
+            "failure": None}
+    base.update(fields)
+    return base
+
+
+def write(folder: Path, stem: str, rows, copy_gbps=4000.0):
+    (folder / f"{stem}.json").write_text(json.dumps({"copy_gbps": copy_gbps, "read_gbps": 4500.0, "rows": rows}))
+
+
+def by_case(found, label_start):
+    return {e["case"]: e for e in found if e["label"].startswith(label_start) and e["measured"]}
+
+
+def test_rows_meet_or_miss_their_thresholds(tmp_path):
+    write(tmp_path, "trsv", [
+        row("trsv", "float64", 8, 1e-4, trans="LN", gbps=2100.0, speedup=4.0),
+        row("trsv", "float32", 16, 1e-4, trans="UT", gbps=1900.0, speedup=2.5),
+        row("trsv", "float32", 16, 1e-4, trans="UT", gbps=900.0, setting="trsv_thread"),  # a forced setting
+        row("trsv", "float64", 512, 1e-4, trans="LN", gbps=100.0),                      # past 256
+    ])
+    # 400 MB in 200 us at 4 TB/s copy: half the floor, met; the peer 4.9x: missed
+    write(tmp_path, "solve", [row("gesv", "float64", 16, 2e-4, note="gesv", bytes=400_000_000, speedup=4.9)])
+    found = targets.evaluate(tmp_path)
+    bw = by_case(found, "DTRSV/STRSV n 8-256: effective")
+    assert set(bw) == {"trsv float64 LN 8", "trsv float32 UT 16"}
+    assert bw["trsv float64 LN 8"]["met"] and not bw["trsv float32 UT 16"]["met"]
+    peers = by_case(found, "DTRSV/STRSV n 8-256: >= 3x")
+    assert peers["trsv float64 LN 8"]["met"] and not peers["trsv float32 UT 16"]["met"]
+    floor = by_case(found, "DGESV/SGESV n <= 16: >= 50 %")["gesv float64 N 16 gesv"]
+    assert floor["met"] and abs(floor["figure"] - 0.5) < 1e-12
+    assert not by_case(found, "DGESV/SGESV n <= 16: >= 5x")["gesv float64 N 16 gesv"]["met"]
+    # targets whose file is missing (or holds no row for them) are listed as not measured
+    absent = {e["label"] for e in found if not e["measured"]}
+    assert any(label.startswith("svdvals") for label in absent)
+    assert not any(label.startswith("DTRSV/STRSV") for label in absent)
+
+
+def test_every_target_reads_a_file_a_benchmark_writes():
+    stems = {p.stem for p in targets.RESULTS.glob("*/*.json")}
+    assert {t.file for t in targets.TARGETS} <= stems
+    assert {t.issue for t in targets.TARGETS} == {4, 5, 6, 7}
+
+
+def test_committed_results_evaluate(capsys):
+    for folder in sorted(p for p in targets.RESULTS.iterdir() if p.is_dir()):
+        found = targets.main(["--results", str(folder)])
+        assert all(isinstance(e["met"], bool) for e in found if e["measured"])
+    assert "issue 7" in capsys.readouterr().out
