@@ -39,6 +39,11 @@ def refused(setting, n_max):
     return setting is not None and setting.thread and n_max > THREAD_MAX
 
 
+def skip_if_refused(setting, n):
+    if refused(setting, n):
+        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
+
+
 def ratio(X, case):
     A, B = case.as_matrices()
     X = to_np(X)
@@ -288,8 +293,7 @@ def test_trsv_zero_diagonal_gives_inf_only_there(xp, dtype):
 @pytest.mark.parametrize("n", [1, 9, 40])
 def test_zero_diagonal_info_and_linalgerror(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
-    if refused(setting, n):
-        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
+    skip_if_refused(setting, n)
     rng = rng_for("zero", str(dtype), n)
     count = 7
     A = triangular(rng, (count,), n, dtype, "tri_dominant", False)
@@ -339,8 +343,7 @@ def test_linalgerror_names_index_tuples_and_single_matrices(xp):
 @pytest.mark.parametrize("n", [8, 70])
 def test_nan_and_inf_stay_in_their_own_matrix(xp, setting, dtype, n):
     gpu_only_setting(xp, setting)
-    if refused(setting, n):
-        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
+    skip_if_refused(setting, n)
     rng = rng_for("nan", str(dtype), n)
     count = 6
     A = triangular(rng, (count,), n, dtype, "tri_dominant", True)
