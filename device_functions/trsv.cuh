@@ -332,13 +332,17 @@ __device__ __forceinline__ int trsv_thread(int n, const T* a, long long lda, boo
 #pragma unroll
   for (int s = 0; s < NB; ++s) {
     const int c = FORWARD ? s : NB - 1 - s;
-    const int r_lo = LOWER ? c : 0, r_hi = LOWER ? NB - 1 : c;  // the stored triangle's rows of column c
+    // the stored triangle's rows of column c (every loop below runs over all NB with this
+    // test, not over [r_lo, r_hi]: with those bounds ptxas left the 8-byte types' NB = 16
+    // pieces in a 128-byte stack frame)
+    const int r_lo = LOWER ? c : 0, r_hi = LOWER ? NB - 1 : c;
     T col[NB];
     if constexpr (PIECES) {
       struct alignas(16) Piece { T v[V]; };
       const Piece* p = reinterpret_cast<const Piece*>(a + (long long)c * lda);
 #pragma unroll
-      for (int k = r_lo / V; k <= r_hi / V; ++k) {
+      for (int k = 0; k < NB / V; ++k) {
+        if (k < r_lo / V || k > r_hi / V) continue;
         const Piece q = p[k];
 #pragma unroll
         for (int e = 0; e < V; ++e) col[V * k + e] = q.v[e];
@@ -346,16 +350,18 @@ __device__ __forceinline__ int trsv_thread(int n, const T* a, long long lda, boo
     } else {
       const T* colp = a + (long long)c * lda;
 #pragma unroll
-      for (int r = r_lo; r <= r_hi; ++r) col[r] = (r < n && c < n) ? colp[r] : T(r == c ? 1 : 0);
+      for (int r = 0; r < NB; ++r)
+        if (r >= r_lo && r <= r_hi) col[r] = (r < n && c < n) ? colp[r] : T(r == c ? 1 : 0);
     }
 #pragma unroll
-    for (int r = r_lo; r <= r_hi; ++r) col[r] = conj_if(col[r], cj);
+    for (int r = 0; r < NB; ++r)
+      if (r >= r_lo && r <= r_hi) col[r] = conj_if(col[r], cj);
     if (!unit && col[c] == T(0) && c < zero) zero = c;
     if constexpr (!TRANS) {
       if (!unit) x[c] = PivotScale<T>(col[c])(x[c]);
 #pragma unroll
-      for (int r = r_lo; r <= r_hi; ++r)
-        if (r != c) x[r] -= col[r] * x[c];
+      for (int r = 0; r < NB; ++r)
+        if (r != c && r >= r_lo && r <= r_hi) x[r] -= col[r] * x[c];
     } else {
       // the earlier unknowns in their solve order: rows 0 .. c - 1 (upper), NB - 1 .. c + 1 (lower)
 #pragma unroll
