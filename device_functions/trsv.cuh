@@ -309,8 +309,9 @@ __device__ int first_zero_diagonal(ThreadGroup<G> g, int n, const T* A, long lon
 // bdf::trsv_thread: solve op(A) x = x for ONE n x n triangular matrix, n <= NB, by one
 // thread, x in its registers (the thread design of factorizations/trsv.cu).
 // Threads:  one; no shuffles, no shared memory.  Sync: none.
-// Memory:   A read-only, only its stored triangle (the diagonal too unless `unit`), a
-//           column of the stored view at a time in solve order.  PIECES: n == NB and every
+// Memory:   A read-only, only its stored triangle (the diagonal too unless `unit`; in
+//           pieces it comes with its piece, unused), a column of the stored view at a
+//           time in solve order.  PIECES: n == NB and every
 //           column starts at a 16-byte boundary (the caller's rows16): each column's
 //           triangle in 16-byte pieces (a thread's loads walk its own matrix, a line at a
 //           time, so a piece's neighbours come from L1); otherwise element by element,
@@ -351,7 +352,7 @@ __device__ __forceinline__ int trsv_thread(int n, const T* a, long long lda, boo
       const T* colp = a + (long long)c * lda;
 #pragma unroll
       for (int r = 0; r < NB; ++r)
-        if (r >= r_lo && r <= r_hi) col[r] = (r < n && c < n) ? colp[r] : T(r == c ? 1 : 0);
+        if (r >= r_lo && r <= r_hi) col[r] = (r < n && c < n && !(unit && r == c)) ? colp[r] : T(r == c ? 1 : 0);
     }
 #pragma unroll
     for (int r = 0; r < NB; ++r)
