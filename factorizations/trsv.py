@@ -94,7 +94,8 @@ def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
     Raises
     ------
     TypeError, ValueError
-        Bad dtypes, shapes or flags, before any work.
+        Bad dtypes, shapes or flags, or a forced setting that cannot take the
+        matrices (the thread design past 16 unknowns), before any work.
 
     See Also
     --------
@@ -152,7 +153,8 @@ def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=T
         exactly zero diagonal entry (integers for one batch dimension, index
         tuples for more).
     TypeError, ValueError
-        Bad dtypes, shapes or flags, before any work.
+        Bad dtypes, shapes or flags, or a forced setting that cannot take the
+        matrices (the thread design past 16 unknowns), before any work.
 
     See Also
     --------
