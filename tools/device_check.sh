@@ -16,6 +16,8 @@
 # sweep:R         the same with --sweep (every setting timed)
 # py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py); arguments follow
 #                 after '+' (py:bench/kblas_mgpu.py+--gpus=2,4+--large=200000:4)
+# targets         tools/targets.py over every results folder the bench steps wrote under $OUT
+#                 (the issues' targets met or missed, row by row; put it after them)
 # wheels          pip install --no-index --no-deps the carried .whl/*.whl (dask, distributed,
 #                 dask-cuda and what they need that the image lacks: pip download them here)
 # LIMIT=S         seconds for each sanitize/bench/sweep/py step (defaults 200/300/400/300)
@@ -71,6 +73,14 @@ for arg in "$@"; do
       if [ "$script" != "$what" ]; then IFS=+ read -r -a extra <<< "${what#*+}"; fi
       step "py_$(basename "${script%.py}")" "${LIMIT:-300}" python3 "$script" --results-dir "$OUT" "${extra[@]}" ;;
     wheels) step wheels 120 python3 -m pip install --no-index --no-deps .whl/*.whl ;;
+    targets)
+      for dir in "$OUT"/*/; do
+        if ls "$dir"*.json >/dev/null 2>&1; then
+          python3 tools/targets.py --results "$dir" > "$OUT/targets_$(basename "$dir").log" 2>&1
+          echo "== targets $(basename "$dir")"
+          grep "^issue" "$OUT/targets_$(basename "$dir").log"
+        fi
+      done ;;
     sweep) step "sweep_${what//,/_}" "${LIMIT:-400}" python3 bench/run_all.py --sweep --only "$what" --results-dir "$OUT" ;;
     *) echo "unknown step $arg" ;;
   esac
