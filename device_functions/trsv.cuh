@@ -328,7 +328,7 @@ __device__ int first_zero_diagonal(ThreadGroup<G> g, int n, const T* A, long lon
 template <typename T, int NB, bool LOWER, bool TRANS, bool PIECES>
 __device__ __forceinline__ int trsv_thread(int n, const T* a, long long lda, bool cj, bool unit, T (&x)[NB]) {
   constexpr bool FORWARD = LOWER != TRANS;
-  constexpr int V = 16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1;
+  constexpr int V = 16 / int(sizeof(T));  // elements a 16-byte piece
   int zero = NB;  // the first zero diagonal entry's index, NB for none
 #pragma unroll
   for (int s = 0; s < NB; ++s) {

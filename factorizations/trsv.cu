@@ -172,6 +172,18 @@ trsv_tile_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* in
 // columns and n == NB: TRSV_ROWS16; b and x too with TRSV_VECS16) it reads its triangle in
 // a few loads that walk its own lines.  A zero diagonal with TRSV_CHECK: info and X = B
 // (LAPACK's xTRTRS).
+// b (n elements from bv, step inc) into x, zeros past n; in 16-byte pieces when `vecs`
+// (n == NB, contiguous, aligned).
+template <int NB, typename T>
+__device__ __forceinline__ void trsv_thread_load_b(T (&x)[NB], const T* bv, long long inc, int n, bool vecs) {
+  if (vecs) {
+    bdf::load_run<NB>(x, bv);
+  } else {
+#pragma unroll
+    for (int i = 0; i < NB; ++i) x[i] = i < n ? bv[i * inc] : T(0);
+  }
+}
+
 template <class MatA, class Vec, int NB>
 __global__ void __launch_bounds__(128)
 trsv_thread_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags, long long count,
@@ -179,8 +191,6 @@ trsv_thread_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* 
   using T = typename MatA::value_type;
   static_assert(NB >= 1 && NB <= 16, "the thread design unrolls over at most 16 x 16");
   constexpr bool UNIFORM = bdf::is_uniform_matrix<MatA>::value;
-  constexpr int V = 16 / int(sizeof(T)) > 0 ? 16 / int(sizeof(T)) : 1;
-  struct alignas(16) Piece { T v[V]; };
   const bool lower = flags & TRSV_LOWER, unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
   const int op = (flags >> 4) & 3;
   const bool trans = bdf::op_transposes(op), cj = bdf::op_conjugates(op);
@@ -190,19 +200,9 @@ trsv_thread_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* 
     const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
     // the pieces' path is compiled for the uniform layout only, the only one flagged
     const bool pieces = UNIFORM && (flags & TRSV_ROWS16) && n == NB;
-    const bool vecs = pieces && (flags & TRSV_VECS16) && NB % V == 0;
+    const bool vecs = pieces && (flags & TRSV_VECS16);
     T x[NB];
-    if (vecs) {
-#pragma unroll
-      for (int k = 0; k < NB / V; ++k) {
-        const Piece q = reinterpret_cast<const Piece*>(bv)[k];
-#pragma unroll
-        for (int e = 0; e < V; ++e) x[V * k + e] = q.v[e];
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < NB; ++i) x[i] = i < n ? bv[i * B.inc] : T(0);
-    }
+    trsv_thread_load_b(x, bv, B.inc, n, vecs);
     int zero;
 #define TRSV_THREAD_SOLVE(P) \
     (lower ? (trans ? bdf::trsv_thread<T, NB, true, true, P>(n, a, lda, cj, unit, x) \
@@ -214,20 +214,10 @@ trsv_thread_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* 
 #undef TRSV_THREAD_SOLVE
     if (check) {
       if (c == 0) info[b] = zero;
-      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-          if (i < n) x[i] = bv[i * B.inc];
-      }
+      if (zero) trsv_thread_load_b(x, bv, B.inc, n, vecs);  // LAPACK's xTRTRS leaves B as it was: X = B
     }
     if (vecs) {
-#pragma unroll
-      for (int k = 0; k < NB / V; ++k) {
-        Piece q;
-#pragma unroll
-        for (int e = 0; e < V; ++e) q.v[e] = x[V * k + e];
-        reinterpret_cast<Piece*>(xv)[k] = q;
-      }
+      bdf::store_run<NB>(xv, x);
     } else {
 #pragma unroll
       for (int i = 0; i < NB; ++i)
