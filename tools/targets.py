@@ -85,27 +85,29 @@ def _between(lo: int, hi: int) -> Callable[[object], bool]:
     return lambda v: v is not None and lo <= v <= hi
 
 
+def _either(*selectors: Callable[[dict], bool]) -> Callable[[dict], bool]:
+    return lambda row: any(applies(row) for applies in selectors)
+
+
 REAL = ("float64", "float32")
+LARGE_SYMV_HEMV = _either(_rows("symv", ("float64",), offset=0, n=_between(12000, 10**9)),
+                          _rows("hemv", ("complex128",), offset=0, n=_between(12000, 10**9)))
+SMALL_TRSV = _rows("trsv", REAL, offset=0, n=_between(8, 256), trans=lambda t: t in TRSV_OPS)
 TARGETS = (
     # issue 4: TRSV and the batched reductions
-    Target(4, "trsv", "DTRSV/STRSV n 8-256: effective bandwidth >= 2.0 TB/s",
-           _rows("trsv", REAL, offset=0, n=_between(8, 256), trans=lambda t: t in TRSV_OPS), _gbps, 2000, "GB/s"),
-    Target(4, "trsv", "DTRSV/STRSV n 8-256: >= 3x trsmBatched (best peer)",
-           _rows("trsv", REAL, offset=0, n=_between(8, 256), trans=lambda t: t in TRSV_OPS), _speedup, 3.0),
+    Target(4, "trsv", "DTRSV/STRSV n 8-256: effective bandwidth >= 2.0 TB/s", SMALL_TRSV, _gbps, 2000, "GB/s"),
+    Target(4, "trsv", "DTRSV/STRSV n 8-256: >= 3x trsmBatched (best peer)", SMALL_TRSV, _speedup, 3.0),
     Target(4, "vector", "nrm2/dot length >= 64: >= 85 % of copy bandwidth",
            _rows("vector", n=_between(64, 10**9)), _of_copy, 0.85, "of copy"),
     Target(4, "vector", "nrm2: >= 3x cupy.linalg.norm(axis=-1)",
            _rows("vector", trans="nrm2"), _vs_peer("cupy"), 3.0),
     # issue 5: large-matrix GEMV/SYMV/HEMV
-    Target(5, "kblas", "DSYMV/ZHEMV n >= 12000: >= 1.8x cuBLAS (default mode)",
-           lambda r: _rows("symv", ("float64",), offset=0, n=_between(12000, 10**9))(r)
-           or _rows("hemv", ("complex128",), offset=0, n=_between(12000, 10**9))(r), _vs_peer("cublas"), 1.8),
-    Target(5, "kblas", "DSYMV/ZHEMV n >= 12000: >= 85 % of copy bandwidth",
-           lambda r: _rows("symv", ("float64",), offset=0, n=_between(12000, 10**9))(r)
-           or _rows("hemv", ("complex128",), offset=0, n=_between(12000, 10**9))(r), _of_copy, 0.85, "of copy"),
+    Target(5, "kblas", "DSYMV/ZHEMV n >= 12000: >= 1.8x cuBLAS (default mode)", LARGE_SYMV_HEMV,
+           _vs_peer("cublas"), 1.8),
+    Target(5, "kblas", "DSYMV/ZHEMV n >= 12000: >= 85 % of copy bandwidth", LARGE_SYMV_HEMV, _of_copy, 0.85,
+           "of copy"),
     Target(5, "kblas", "SSYMV/CHEMV every n: >= 1.3x cuBLAS (best mode)",
-           lambda r: _rows("symv", ("float32",), offset=0)(r) or _rows("hemv", ("complex64",), offset=0)(r),
-           _speedup, 1.3),
+           _either(_rows("symv", ("float32",), offset=0), _rows("hemv", ("complex64",), offset=0)), _speedup, 1.3),
     Target(5, "kblas", "DGEMV/SGEMV N, T n >= 8192: >= 0.98x cuBLAS",
            _rows("gemv", REAL, offset=0, n=_between(8192, 10**9)), _speedup, 0.98),
     Target(5, "kblas", "DGEMV/SGEMV N, T n 1024-4096: >= 1.2x cuBLAS",
