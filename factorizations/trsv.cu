@@ -26,7 +26,7 @@
 #define TRSV_UNIT 2   // unit diagonal: the diagonal is never read
 #define TRSV_CHECK 4  // scan for a zero diagonal: info[b], and X = B for such a matrix (LAPACK)
 #define TRSV_ROWS16 8  // every stored column of every matrix starts at a 16-byte boundary
-#define TRSV_VECS16 16  // every item's b and x are contiguous (inc 1) from a 16-byte boundary
+#define TRSV_VECS16 64  // every item's b and x are contiguous (inc 1) from a 16-byte boundary
 
 // Sub-warp groups pack several matrices into one block (the launcher may launch fewer
 // than this many threads when the groups' shared memory would not fit).

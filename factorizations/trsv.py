@@ -25,7 +25,7 @@ from .settings import (THREAD_NB, TRSV_SETTINGS, TrsvSetting, check_trsv_setting
 SOURCE = Path(__file__).with_name("trsv.cu")
 
 # Launch flags of trsv.cu; op(A) goes in bits 4..5.
-_LOWER, _UNIT, _CHECK, _ROWS16, _VECS16 = 1, 2, 4, 8, 16
+_LOWER, _UNIT, _CHECK, _ROWS16, _VECS16 = 1, 2, 4, 8, 64
 
 
 def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:

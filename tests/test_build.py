@@ -303,3 +303,40 @@ def test_trsv_and_vector_registries_hold_every_setting_dtype_and_layout():
     assert reg["vector.cu"] == {name for dt in batched.SUPPORTED_DTYPES for s in batched.VECTOR_SETTINGS
                                 for name in (vector_module._update_name(dt, s),
                                              *(vector_module._reduce_name(dt, s, op) for op in range(5)))}
+
+
+# Each kernel source's launch flags and the Python constants that set them: (source,
+# beside its module, macro prefix, module, the Python names (each _NAME is the macro PREFIX_NAME), bits
+# the launch packs other fields into).  The TRSV thread design's first TRSV_VECS16
+# was 16, which is op(A)'s bit 4: every transposed solve of every TRSV kernel read
+# as a different op, and no CPU test could see it.
+LAUNCH_FLAGS = [
+    ("gemv.cu", "GEMV", "batched.gemv", ("CONJ", "READ_Y", "SKIP_PRODUCT"), 0),
+    ("gemm.cu", "GEMM", "batched.gemm", ("READ_C", "SKIP_PRODUCT"), 0),
+    ("kblas_gemv.cu", "KBLAS", "batched.kblas.gemv", ("CONJ", "READ_Y", "VEC", "XVEC"), 0),
+    ("kblas_symv.cu", "KBLAS", "batched.kblas.symv", ("CONJ_A", "READ_Y", "LOWER", "HERMITIAN"), 0),
+    ("kblas_mgpu.cu", "KBLAS_MGPU", "batched.kblas.mgpu", ("LOWER", "HERMITIAN"), 0),
+    ("trsv.cu", "TRSV", "batched.factorizations.trsv",
+     ("LOWER", "UNIT", "CHECK", "ROWS16", "VECS16"), 3 << 4),  # op(A) in bits 4..5
+    ("lu.cu", "LU", "batched.factorizations.lu", ("A_TRANS", "WRITE_LU", "WRITE_PIV"), 0),
+    ("cholesky.cu", "POTRF", "batched.factorizations.cholesky",
+     ("LOWER", "INPLACE", "ZERO_OTHER", "CONJ_SOLVE"), 0),
+]
+
+
+@pytest.mark.parametrize("source, prefix, module, names, reserved", LAUNCH_FLAGS, ids=lambda v: str(v))
+def test_launch_flags_agree_with_their_sources_and_do_not_overlap(source, prefix, module, names, reserved):
+    import re
+    from pathlib import Path
+
+    mod = importlib.import_module(module)
+    text = Path(mod.__file__).with_name(source).read_text()
+    used = reserved
+    for name in names:
+        found = re.search(rf"^#define {prefix}_{name}\s+(\d+)\b", text, re.MULTILINE)
+        assert found, f"{source} defines no {prefix}_{name}"
+        value = int(found.group(1))
+        assert getattr(mod, f"_{name}") == value, f"{module}._{name} != {prefix}_{name} = {value}"
+        assert value & (value - 1) == 0 and value, f"{prefix}_{name} = {value} is not one bit"
+        assert not value & used, f"{prefix}_{name} = {value} overlaps another flag or a packed field"
+        used |= value
