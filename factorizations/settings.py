@@ -102,6 +102,7 @@ TRSV_SETTINGS = (
     # a thread per solve, up to THREAD_MAX unknowns
     TrsvSetting(1, 1, thread=True),
 )
+TRSV_THREAD = TRSV_SETTINGS[-1]
 
 
 # The pipelined design's measured range (session 33; A/B on an H100, C-ordered DTRSV and
@@ -133,15 +134,36 @@ def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 
     return None
 
 
+# Where the thread design beat the default on stacked batches (uniform layout, one
+# right-hand side), by the element type's NumPy char: session 43's H200 A/B
+# (scratch A/B, C- and F-ordered, LN/LT/UN/UT, 256 MiB of matrices; the ratios are
+# the default's time over the thread design's).  float32 1.10-2.11x at 4-11 (12 mixed,
+# 0.95-1.09; 16 0.84-0.87); float64 1.01-1.31x at 4-6 (7 and 8 0.85-0.93); complex64
+# 1.08-1.41x at 5-6 (4 mixed, 0.94-1.05; 8 0.84-0.86); complex128 1.00-1.50x at
+# 12-14 and 1.29-1.43x at 16 (15 mixed, 0.88-1.21; 4 0.69-0.74, 5 1.00-1.04, 8
+# 0.75-0.79).  Below 4 the float types extend the range measured at 4.
+THREAD_WINS = {"f": range(1, 12), "d": range(1, 7), "F": range(5, 7), "D": (12, 13, 14, 16)}
+
+
+def thread_wins(n: int, uniform_dtype: str | None) -> bool:
+    """Does a uniform-layout launch of ``uniform_dtype`` (its NumPy char; None for
+    pointer and variable batches, not measured: their timings were host-bound) with at
+    most n unknowns and one right-hand side take the thread design (THREAD_WINS)?"""
+    return uniform_dtype is not None and n in THREAD_WINS.get(uniform_dtype, ())
+
+
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
-                        itemsize: int = 8, pipelined: bool = True, pieces: bool = False) -> TrsvSetting:
+                        itemsize: int = 8, pipelined: bool = True, pieces: bool = False,
+                        uniform_dtype: str | None = None) -> TrsvSetting:
     """Default setting for the largest n of a batch and the kernel's op (``transposed``:
     op(A) transposes the column-major view the kernel reads, e.g. 'N' on a C-ordered
     batch), from ``bench/trsv.py --sweep`` on an H100 (every setting timed on DTRSV
     and STRSV, LN/LT/UN/UT on C-ordered batches, 256 MB of matrices,
     bench/results/NVIDIA_H100_80GB_HBM3/trsv_sweep.json, session 27).
 
-    Up to 16 unknowns a single tile in registers (trsv_tile_kernel): the smallest
+    ``uniform_dtype`` (the element type's NumPy char, given for a uniform batch with one
+    right-hand side): the thread design (TrsvSetting(1, 1, thread=True)) where it won,
+    THREAD_WINS.  Elsewhere up to 16 unknowns a single tile in registers (trsv_tile_kernel): the smallest
     power-of-two lane group that covers it (double 8 x 8: 113 us against 194 us for 4
     lanes).  Not transposed: one warp, the 32-lane single tile to 32 (double 72 us
     against 165 for four lanes, float 87 against 217) and 8 x 4 GEMV lanes to 256
@@ -173,6 +195,8 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     range and past 1024 the designs above; ``pipelined=False`` gives them everywhere
     (the default before session 34, which bench/trsv.py times beside).
     """
+    if thread_wins(n, uniform_dtype):
+        return TRSV_THREAD
     pipe = pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize) if pipelined else None
     if pipe is not None:
         return pipe

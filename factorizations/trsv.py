@@ -260,13 +260,16 @@ def _solve_numpy(A, X, lower, op, unit, check):
 
 def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=False):
     """Launch the solve of ``count`` systems of at most ``n_max`` unknowns and ``nrhs``
-    right-hand sides; ``setting`` None takes the default for the kernel's op (``view_op``).
-    ``rows16``: the uniform operand's stored columns all start at 16-byte boundaries."""
+    right-hand sides; ``setting`` None takes the default for the kernel's op (``view_op``),
+    the layout and the element type.  ``rows16``: the uniform operand's stored columns all
+    start at 16-byte boundaries."""
     itemsize = np.dtype(dtype).itemsize
     transposed = ar.op_transposes(view_op)
+    uniform_dtype = np.dtype(dtype).char if layout == "uniform" and nrhs == 1 else None
     setting = setting or choose_trsv_setting(n_max, count, multiprocessor_count(), transposed=transposed,
                                              itemsize=itemsize,
-                                             pieces=transposed and rows16 and tile_pieces(n_max, itemsize))
+                                             pieces=transposed and rows16 and tile_pieces(n_max, itemsize),
+                                             uniform_dtype=uniform_dtype)
     plan = plan_trsv(setting, n_max, itemsize, count * nrhs, sv.smem_limit())
     if setting.thread:
         name = thread_kernel_name(layout, dtype, setting.thread_nb(n_max))

@@ -19,8 +19,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import batched as bt
-from batched.factorizations.settings import (THREAD_MAX, TRSV_SETTINGS, TrsvSetting, choose_trsv_setting,
-                                             plan_trsv)
+from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, TRSV_SETTINGS, TRSV_THREAD, TrsvSetting,
+                                             choose_trsv_setting, plan_trsv)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from residuals import trsv_backward_error
 from strategies import (DTYPES, SETTINGS, TRSV_EDGES, arrange, random_array, triangular,
@@ -218,6 +218,37 @@ def test_thread_design_pieces_padding_and_vectors(xp, dtype):
             keep = np.array([True, False, True])
             assert trsv_backward_error(to_np(X)[keep][..., None], A[keep], B[keep][..., None], lower, trans,
                                        False) <= THRESHOLD
+
+
+@pytest.mark.gpu
+def test_default_takes_the_thread_design_for_uniform_single_right_hand_sides(xp, monkeypatch):
+    """The default launches trsv_thread_kernel where THREAD_WINS says so (float32 8 x 8)
+    for a stacked batch with one right-hand side, and the single tile for two right-hand
+    sides, a list of matrices and float64 8 x 8; each answer checked."""
+    if xp is np:
+        pytest.skip("the default chooses GPU kernels")
+    from batched.factorizations import trsv as trsv_module
+
+    launched = []
+    get_kernel = trsv_module.build.get_kernel
+    monkeypatch.setattr(trsv_module.build, "get_kernel",
+                        lambda source, name: launched.append(name) or get_kernel(source, name))
+    rng = rng_for("thread-default")
+    for dtype, k, as_list, thread in ((np.float32, None, False, True), (np.float32, 2, False, False),
+                                      (np.float32, None, True, False), (np.float64, None, False, False)):
+        A = triangular(rng, (5,), 8, dtype, "tri_rand", True)
+        B = random_array(rng, (5, 8) if k is None else (5, 8, k), dtype)
+        Ad = [to_xp(xp, a) for a in A] if as_list else to_xp(xp, A)
+        Bd = [to_xp(xp, b) for b in B] if as_list else to_xp(xp, B)
+        launched.clear()
+        X = bt.trsv(Ad, Bd)
+        X = np.stack([to_np(x) for x in X]) if as_list else to_np(X)
+        solves = [name for name in launched if name.startswith("trsv")]
+        assert len(solves) == 1 and solves[0].startswith("trsv_thread_kernel") == thread, \
+            (dtype, k, as_list, launched)
+        Xc = X[..., None] if k is None else X
+        Bc = B[..., None] if k is None else B
+        assert trsv_backward_error(Xc, A, Bc, True, "N", False) <= THRESHOLD
 
 
 @pytest.mark.gpu
@@ -565,6 +596,23 @@ def test_chooser_picks_registered_settings_and_designs():
     assert len(names) == 3 * 4 * (len(TRSV_SETTINGS) - len(threads) + len(trsv_module.TILE_LANES)
                                   + len(trsv_module.THREAD_NB))
     assert trsv_module.TILE_LANES == [4, 8, 16, 32]
+
+
+def test_chooser_takes_the_thread_design_only_where_it_won():
+    """With a uniform batch's element type the thread design exactly at THREAD_WINS
+    (every size within THREAD_MAX); without one (pointer and variable batches, more
+    right-hand sides) never."""
+    assert set(THREAD_WINS) == {"f", "d", "F", "D"}
+    for char, n, transposed in itertools.product("fdFD", range(1, 1100), (False, True)):
+        itemsize = np.dtype(char).itemsize
+        s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize, uniform_dtype=char)
+        assert (s == TRSV_THREAD) == (n in THREAD_WINS[char]), (char, n, s)
+        assert s.thread == (s == TRSV_THREAD)
+        if n in THREAD_WINS[char]:
+            assert n <= THREAD_MAX
+        else:
+            assert s == choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
+        assert not choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize).thread
 
 
 def test_transposed_tiles_of_aligned_rows_take_the_pieces():
