@@ -258,6 +258,52 @@ def exactly_zero(a, xp):
     return zero
 
 
+def widen_single_parts(parts, xp):
+    """float64 values of a 1-D float32 array, subnormals exact, on either backend.
+
+    The subnormal float32 m 2^-149 (biased exponent 0, m != 0) is rebuilt from its bits
+    in float64 arithmetic, which no GPU flushes (-ftz acts on .f32 instructions only),
+    so the result is what NumPy's cast gives whatever the backend's cast does with it.
+    """
+    bits = parts.view(np.uint32)
+    mantissa = bits & np.uint32(0x7FFFFF)
+    subnormal = ((bits & np.uint32(0x7F800000)) == 0) & (mantissa != 0)
+    magnitude = mantissa.astype(np.float64) * 2.0 ** -149
+    rebuilt = xp.where(bits >= np.uint32(0x80000000), -magnitude, magnitude)
+    return xp.where(subnormal, rebuilt, parts.astype(np.float64))
+
+
+def astype_exact(a, dtype, xp):
+    """``a.astype(dtype, copy=False)``, exact for every value on the GPU too.
+
+    CuPy compiles its elementwise kernels (casts included) with -ftz=true, so there a
+    float32 or complex64 operand promoted to float64 or complex128 (a mixed-precision
+    call) loses its subnormal parts: cvt.ftz.f64.f32 reads them as zero, and a
+    float32 matrix scaled near underflow factors as a different matrix (session 43:
+    GESV of a float32 A with a float64 B, factor ratio 1e4).  Those casts go through
+    widen_single_parts (a new C-ordered array); every other cast is CuPy's or NumPy's.
+    """
+    dtype = np.dtype(dtype)
+    if xp is np or a.dtype == dtype or a.dtype.char not in "fF" or dtype.char not in "dD":
+        return a.astype(dtype, copy=False)
+    return widen_single(a, dtype, xp)
+
+
+def widen_single(a, dtype, xp):
+    """float32 / complex64 ``a`` as float64 or complex128 ``dtype`` through
+    widen_single_parts, in a's layout (astype_exact's GPU cast; runs on NumPy too)."""
+    # the axes outermost first (as astype's order 'K' keeps a layout: an F-ordered or
+    # swapped stack stays so), converted as one C-ordered run, then put back
+    order = tuple(sorted(range(a.ndim), key=lambda i: -abs(a.strides[i])))
+    run = xp.ascontiguousarray(a.transpose(order) if order else a)
+    wide = widen_single_parts(run.reshape(-1).view(np.float32), xp)   # complex64: re, im side by side
+    if a.dtype.kind == "c":
+        wide = wide.view(np.complex128)
+    # (the run's shape: a 0-d a's is (1,))  float32 to complex128: exact after the widening
+    wide = wide.reshape(tuple(a.shape[i] for i in order)).astype(dtype, copy=False)
+    return wide.transpose(tuple(int(i) for i in np.argsort(order))) if order else wide
+
+
 def op_transposes(op: str) -> bool:
     return op in ("T", "C")
 

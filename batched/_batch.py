@@ -197,7 +197,9 @@ class MatrixBatch:
     def astype(self, dtype):
         if np.dtype(dtype) == self.dtype and self.same_dtype:
             return self
-        return type(self)([a.astype(dtype) for a in self.arrays_user], self.name)
+        # a new array each (the callers factor in place); widening casts exact (ar.astype_exact)
+        return type(self)([a.astype(dtype) if a.dtype == np.dtype(dtype) else ar.astype_exact(a, dtype, self.xp)
+                           for a in self.arrays_user], self.name)
 
     def struct(self, layout=None):
         """The accessor struct for ``layout`` (default: this batch's own); built
@@ -294,10 +296,10 @@ class VectorList:
         if self.rows_of is not None:
             if self.rows_of.dtype == np.dtype(dtype):
                 return self
-            return VectorList.of_rows(self.rows_of.astype(dtype), self.xp)
+            return VectorList.of_rows(ar.astype_exact(self.rows_of, dtype, self.xp), self.xp)
         if self.inc is not None and all(v.dtype == np.dtype(dtype) for v in self.arrays):
             return self
-        return VectorList([self.xp.ascontiguousarray(v.astype(dtype, copy=False)) for v in self.arrays],
+        return VectorList([self.xp.ascontiguousarray(ar.astype_exact(v, dtype, self.xp)) for v in self.arrays],
                           self.xp, dtype)
 
     def struct(self):

@@ -602,7 +602,7 @@ def _getrs(lu, ipiv, B, op, base, b_name):
         pv = _flat(piv, batch, (n,), np.int32) - base
         X = _getrs_numpy(lus, pv, _flat(Bm, batch, (n, k), dtype), op).reshape(*batch, n, k)
     else:
-        X = _getrs_cupy(xp, lu.astype(dtype, copy=False), piv, Bm, batch, n, k, op, base, dtype)
+        X = _getrs_cupy(xp, ar.astype_exact(lu, dtype, xp), piv, Bm, batch, n, k, op, base, dtype)
     info = xp.zeros(batch, np.int32)
     return (X[..., 0] if vectors else X), info
 
@@ -675,8 +675,11 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
     The fused and thread designs read A in place (any strides, either
     orientation), write lu column-major and solve in the same launch; the
     blocked design factors a column-major copy in place, and its solve goes
-    through :func:`_getrs_cupy`.
+    through :func:`_getrs_cupy`.  A and Bm are promoted to ``dtype`` first, exactly
+    (ar.astype_exact: CuPy's casts flush single-precision subnormals).
     """
+    A = ar.astype_exact(A, dtype, xp)
+    Bm = None if Bm is None else ar.astype_exact(Bm, dtype, xp)
     count = int(np.prod(batch, dtype=np.int64))
     kmin = min(m, n)
     itemsize = np.dtype(dtype).itemsize
@@ -740,7 +743,7 @@ def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, 
 def _rhs_args(xp, Bm, X, batch, n, k):
     """(B accessor, b_col, X accessor, x_col), nrhs, arrays to keep alive.  B is read as
     X's dtype (the kernel's T): a B of another dtype is converted first."""
-    b_arr, b_base, b_stride, b_inc, b_col = trsv_module._rhs_operand(xp, Bm.astype(X.dtype, copy=False),
+    b_arr, b_base, b_stride, b_inc, b_col = trsv_module._rhs_operand(xp, ar.astype_exact(Bm, X.dtype, xp),
                                                                      (*batch, n, k))
     xs = ar.elem_strides(X)
     x_stride = ar.batch_stride(batch, xs[:-2]) if len(batch) else 0
@@ -918,10 +921,10 @@ def _gesv_list(A, B, setting, want_factors):
                               whole, members, k, "N", 1, dtype)
         bad = info > 0
         if members is None:
-            X[...] = xp.where(bad[:, None, None], whole.astype(dtype, copy=False), Xs)
+            X[...] = xp.where(bad[:, None, None], ar.astype_exact(whole, dtype, xp), Xs)
         else:
             for i, (x, xs_i, b) in enumerate(zip(X, Xs, members)):
-                x[...] = xp.where(bad[i], b.astype(dtype, copy=False), xs_i)
+                x[...] = xp.where(bad[i], ar.astype_exact(b, dtype, xp), xs_i)
     del b_keep
     if members is None:
         X = X[..., 0] if vectors else X
@@ -941,12 +944,12 @@ def _list_rhs_cupy(xp, whole, members, batch, k, dtype):
     """New C-contiguous X (array (count, n, k) or list of (n_i, k)), the B copies kept
     alive, and the fused kernel's (B, b_col, X, x_col, nrhs) pointer accessors."""
     if members is None:
-        b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
+        b_all = xp.ascontiguousarray(ar.astype_exact(whole, dtype, xp))
         X = xp.empty(b_all.shape, dtype)
         b_vec, x_vec = rows_vector(b_all, k), rows_vector(X, k)
         keep = (b_all,)
     else:
-        bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
+        bs = [xp.ascontiguousarray(ar.astype_exact(b, dtype, xp)) for b in members]
         ns = [r for r, _ in batch.shapes]
         off = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
         flat = xp.empty(int(off[-1]), dtype)
@@ -986,9 +989,9 @@ def _getrs_list_cupy(batch, pivs, whole, members, k, op, base, dtype):
     """X as a (count, n, k) array (whole) or a list of (n_i, k) arrays."""
     xp, count = batch.xp, batch.count
     if members is None:
-        X = xp.ascontiguousarray(whole.astype(dtype, copy=True))
+        X = xp.array(ar.astype_exact(whole, dtype, xp), order="C", copy=True)
     else:
-        X = [xp.array(b, dtype=dtype, order="C", copy=True) for b in members]
+        X = [xp.array(ar.astype_exact(b, dtype, xp), order="C", copy=True) for b in members]
     if not count or not k or max((r for r, _ in batch.shapes), default=0) == 0:
         return X
     ptrs, piv_struct = _piv_pointers(xp, pivs)

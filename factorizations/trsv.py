@@ -199,7 +199,7 @@ def _solve(A, B, lower, trans, unit_diagonal, check, setting, b_name):
         X, info = _solve_numpy(A.astype(dtype, copy=False), np.broadcast_to(Bm, shape).astype(dtype),
                                lower, op, unit, check)
     else:
-        X, info = _solve_cupy(xp, A.astype(dtype, copy=False), Bm.astype(dtype, copy=False), batch, n, k,
+        X, info = _solve_cupy(xp, ar.astype_exact(A, dtype, xp), ar.astype_exact(Bm, dtype, xp), batch, n, k,
                               lower, op, unit, check, setting)
     if vectors:
         X = X[..., 0]
@@ -384,11 +384,11 @@ def _solve_list(A, B, lower, op, unit, check, setting, b_name):
 
     batch = batch.astype(dtype)
     if members is None:
-        b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
+        b_all = xp.ascontiguousarray(ar.astype_exact(whole, dtype, xp))
         out = xp.empty(b_all.shape, dtype)
         b_vec, x_vec, keep = rows_vector(b_all, k), rows_vector(out, k), ()
     else:
-        bs = [xp.ascontiguousarray(b.astype(dtype, copy=False)) for b in members]
+        bs = [xp.ascontiguousarray(ar.astype_exact(b, dtype, xp)) for b in members]
         offsets = np.concatenate([[0], np.cumsum([n * k for n in ns], dtype=np.int64)])
         flat = xp.empty(int(offsets[-1]), dtype)
         out = [flat[int(offsets[i]):int(offsets[i + 1])].reshape(ns[i], k) for i in range(count)]

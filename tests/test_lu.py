@@ -1230,3 +1230,28 @@ def test_warps_settings_plan_and_registration():
         plan_lu(s, 129, 100, 8, 10, limit)
     plan = plan_lu(s, 100, 128, 8, 2**36, limit)
     assert plan.block == 512 and plan.groups == 1 and plan.grid == 2**31 - 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", [(np.float32, np.float64), (np.complex64, np.complex128)], ids=str)
+def test_mixed_precision_keeps_single_precision_subnormals(xp, pair):
+    """A float32 / complex64 A with subnormal entries and a float64 / complex128 B:
+    the promoted solve is the solve of the exactly widened A, bit for bit (uniform and
+    list batches; hypothesis found CuPy's -ftz cast turning them into zeros: GESV of
+    a float32 matrix scaled near underflow, n 164, factor ratio 1e4)."""
+    dt_a, dt_b = pair
+    rng = rng_for("mixed-subnormal", str(np.dtype(dt_a)))
+    for n, setting in ((40, None), (164, LuSetting(design="blocked", nb=32, threads=256)), (5, None)):
+        A = lu_matrix(rng, (2,), n, n, dt_a, "scaled_ufl")
+        tiny = np.finfo(dt_a).tiny
+        A[..., 0, 1:4] = np.array([tiny / 3, -tiny / 1000, tiny / 2**22], np.float32)  # subnormal parts
+        B = random_array(rng, (2, n), dt_b)
+        wide = A.astype(dt_b)   # NumPy's cast: exact
+        got = gesv(to_xp(xp, A), to_xp(xp, B), setting=setting)
+        want = gesv(to_xp(xp, wide), to_xp(xp, B), setting=setting)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(to_np(g), to_np(w))
+        Xl = lu_module.solve([to_xp(xp, a) for a in A], [to_xp(xp, b) for b in B])
+        Xw = lu_module.solve([to_xp(xp, a) for a in wide], [to_xp(xp, b) for b in B])
+        for g, w in zip(Xl, Xw):
+            np.testing.assert_array_equal(to_np(g), to_np(w))

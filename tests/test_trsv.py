@@ -678,3 +678,25 @@ def test_plan_fits_shared_memory(setting):
     if not setting.recursive:
         with pytest.raises(ValueError, match="recursive"):
             plan_trsv(setting, 100_000, 16, 1, limit)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", [(np.float32, np.float64), (np.complex64, np.complex128)], ids=str)
+def test_mixed_precision_keeps_single_precision_subnormals(xp, pair):
+    """A float32 / complex64 triangle with subnormal entries, a float64 / complex128 b:
+    the promoted solve is that of the exactly widened triangle, bit for bit (uniform
+    and list batches); CuPy's own casts (-ftz=true) would read them as zeros."""
+    dt_a, dt_b = pair
+    rng = rng_for("trsv-mixed-subnormal", str(np.dtype(dt_a)))
+    for n in (5, 40):
+        A = triangular(rng, (3,), n, dt_a, "tri_scaled_ufl", True)
+        tiny = np.finfo(dt_a).tiny
+        A[..., n - 1, :3] = np.array([tiny / 3, -tiny / 1000, tiny / 2**22], np.float32)
+        B = random_array(rng, (3, n), dt_b)
+        wide = A.astype(dt_b)
+        np.testing.assert_array_equal(to_np(bt.trsv(to_xp(xp, A), to_xp(xp, B))),
+                                      to_np(bt.trsv(to_xp(xp, wide), to_xp(xp, B))))
+        got = bt.trsv([to_xp(xp, a) for a in A], [to_xp(xp, b) for b in B])
+        want = bt.trsv([to_xp(xp, a) for a in wide], [to_xp(xp, b) for b in B])
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(to_np(g), to_np(w))
