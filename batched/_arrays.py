@@ -217,11 +217,11 @@ def assign(dst, src) -> None:
     ``src`` is a routine's own result (aligned; a misaligned one goes through
     ``aligned`` on that path only)."""
     if not misaligned(dst):
-        dst[...] = src
+        dst[...] = astype_exact(src, dst.dtype) if getattr(src, "dtype", dst.dtype) != dst.dtype else src
         return
     import cupy
 
-    src = cupy.ascontiguousarray(cupy.broadcast_to(aligned(src).astype(dst.dtype, copy=False), dst.shape))
+    src = cupy.ascontiguousarray(cupy.broadcast_to(astype_exact(aligned(src), dst.dtype, cupy), dst.shape))
     _byte_view(dst)[...] = _byte_view(src)
 
 
@@ -273,8 +273,8 @@ def widen_single_parts(parts, xp):
     return xp.where(subnormal, rebuilt, parts.astype(np.float64))
 
 
-def astype_exact(a, dtype, xp):
-    """``a.astype(dtype, copy=False)``, exact for every value on the GPU too.
+def astype_exact(a, dtype, xp=None, copy=False):
+    """``a.astype(dtype, copy=copy)``, exact for every value on the GPU too.
 
     CuPy compiles its elementwise kernels (casts included) with -ftz=true, so there a
     float32 or complex64 operand promoted to float64 or complex128 (a mixed-precision
@@ -284,9 +284,10 @@ def astype_exact(a, dtype, xp):
     widen_single_parts (a new C-ordered array); every other cast is CuPy's or NumPy's.
     """
     dtype = np.dtype(dtype)
-    if xp is np or a.dtype == dtype or a.dtype.char not in "fF" or dtype.char not in "dD":
-        return a.astype(dtype, copy=False)
-    return widen_single(a, dtype, xp)
+    if (xp is np or isinstance(a, (np.ndarray, np.generic)) or a.dtype == dtype or a.dtype.char not in "fF"
+            or dtype.char not in "dD"):
+        return a.astype(dtype, copy=copy)
+    return widen_single(a, dtype, xp or cupy_or_none())   # a new array (xp None: a is CuPy's)
 
 
 def widen_single(a, dtype, xp):

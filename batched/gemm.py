@@ -121,14 +121,14 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa="N", transb="N", out=None,
         target = xp.empty(shape, dtype)
     if count and m and n:
         t = matrix_operand(target, batch, xp)
-        a = matrix_operand(A.astype(dtype, copy=False), batch, xp)
-        b = matrix_operand(B.astype(dtype, copy=False), batch, xp)
+        a = matrix_operand(ar.astype_exact(A, dtype, xp), batch, xp)
+        b = matrix_operand(ar.astype_exact(B, dtype, xp), batch, xp)
         x, opx, y, opy = _roles(lambda f: a.view_op(_compose(f, opa)), lambda f: b.view_op(_compose(f, opb)),
                                 a, b, t.transposed)
         empty = ln.pack("UniformMatrix", 0, 0, 1, 0, 0)
         c = empty
         if read_c:
-            cm = xp.broadcast_to(C.astype(dtype, copy=False), shape)
+            cm = xp.broadcast_to(ar.astype_exact(C, dtype, xp), shape)
             prefer = "C" if t.transposed else "F"
             co = matrix_operand(cm, batch, xp, prefer)
             if co.transposed != t.transposed:  # C must be read in the target's orientation

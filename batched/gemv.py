@@ -186,9 +186,9 @@ def gemv(A, x, y=None, *, alpha=1.0, beta=0.0, trans="N", out=None, setting=None
         target = xp.empty(shape, dtype)  # private result, copied into out below
     if count and rows:
         skip = alpha == 0 or inner == 0
-        a = matrix_operand(A.astype(dtype, copy=False), batch, xp)
-        xv = vector_operand(x.astype(dtype, copy=False), batch, xp)
-        yv = vector_operand(xp.broadcast_to(y.astype(dtype, copy=False), shape), batch, xp) if read_y else None
+        a = matrix_operand(ar.astype_exact(A, dtype, xp), batch, xp)
+        xv = vector_operand(ar.astype_exact(x, dtype, xp), batch, xp)
+        yv = vector_operand(xp.broadcast_to(ar.astype_exact(y, dtype, xp), shape), batch, xp) if read_y else None
         ov = vector_operand(target, batch, xp)
         view_op = a.view_op(op)
         trans = ar.op_transposes(view_op)

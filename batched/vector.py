@@ -120,7 +120,7 @@ def _operands(named: dict, setting):
     n = lengths.pop()
     if n >= 2**31:
         raise ValueError(f"vectors of length {n} are longer than the kernels' 32-bit lengths")
-    return [arrays[k].astype(dtype, copy=False) for k in named], xp, dtype, batch, n
+    return [ar.astype_exact(arrays[k], dtype, xp) for k in named], xp, dtype, batch, n
 
 
 def _alpha(alpha, dtype, xp, batch):
@@ -278,8 +278,8 @@ def _update(alpha, named, setting):
     scalar, alphas = _alpha(alpha, dtype, xp, batch)
     if alphas is not None:
         dtype = np.result_type(dtype, alphas.dtype)
-        arrays = [a.astype(dtype, copy=False) for a in arrays]
-        alphas = alphas.astype(dtype, copy=False)
+        arrays = [ar.astype_exact(a, dtype, xp) for a in arrays]
+        alphas = ar.astype_exact(alphas, dtype, xp)
         scalar = dtype.type(0)
     shape = (*batch, n)
     if xp is np:

@@ -514,18 +514,18 @@ def _bdsqr_cupy(xp, d, e, u, vt, lower, rdt, count, setting):
     if u is not None:
         r = u.shape[-2]
         ubuf = xp.empty((count, k, r), vdt)                   # (i, j) of matrix b at b*k*r + i + j*r
-        ubuf[...] = xp.swapaxes(u.reshape(count, r, k), -1, -2)
+        ubuf[...] = xp.swapaxes(ar.astype_exact(u.reshape(count, r, k), vdt, xp), -1, -2)
     if vt is not None:
         c = vt.shape[-1]
-        vbuf = xp.array(vt.reshape(count, k, c), dtype=vdt, order="C", copy=True)
+        vbuf = xp.array(ar.astype_exact(vt.reshape(count, k, c), vdt, xp), order="C", copy=True)
     if count and k:
         setting = setting or choose_bdsqr_setting(k, vectors, count, multiprocessor_count())
         plan = plan_bdsqr(setting, k, rdt.itemsize, count, vectors, sv.smem_limit())
         kernel = build.get_kernel(SOURCE, kernel_name(rdt, vdt, setting.group, vectors, bdsqr_wide(k, vectors)))
         if plan.smem > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = plan.smem
-        dop = vector_operand(d.astype(rdt, copy=False), batch, xp)
-        eop = vector_operand(e.astype(rdt, copy=False), batch, xp)
+        dop = vector_operand(ar.astype_exact(d, rdt, xp), batch, xp)
+        eop = vector_operand(ar.astype_exact(e, rdt, xp), batch, xp)
         null = np.uint64(0)
         args = (ln.pack("UniformVector", dop.base, dop.stride, dop.inc),
                 ln.pack("UniformVector", eop.base, eop.stride, eop.inc), s,

@@ -202,8 +202,9 @@ def posv(A, B, *, lower=True, overwrite_a=False, overwrite_b=False, setting=None
             C, X, info = _posv_fused_cupy(xp, A_full, Bm, dtype, batch, n, k, lower, overwrite_a, s)
             return C, (X[..., 0] if vectors else X), info
     C, info = _factor_array(A_full, xp, dtype, lower, overwrite_a, False, setting)
-    X = _solve_with_factor(C, B.astype(dtype, copy=False), lower)
-    Bfull = xp.broadcast_to(B.astype(dtype, copy=False), X.shape)
+    Bw = ar.astype_exact(B, dtype, xp)
+    X = _solve_with_factor(C, Bw, lower)
+    Bfull = xp.broadcast_to(Bw, X.shape)
     bad = info.reshape(info.shape + (1,) * (X.ndim - info.ndim)) > 0
     X = xp.where(bad, Bfull, X)
     return C, X, info
@@ -468,7 +469,7 @@ def _output_like(xp, shape, dtype, transposed):
 def _factor_operands(xp, A, dtype, overwrite, zero_other):
     """(C, a, c, inplace): the output array and the two matrix operands."""
     batch = A.shape[:-2]
-    A = A.astype(dtype, copy=False)
+    A = ar.astype_exact(A, dtype, xp)
     a = matrix_operand(A, batch, xp)
     inplace = bool(overwrite and a.arr is A and writable_directly(A, batch, 2))
     if inplace:
@@ -487,7 +488,7 @@ def _factor_cupy(xp, A, dtype, lower, overwrite, zero_other, setting):
     batch, n = A.shape[:-2], A.shape[-1]
     count = int(np.prod(batch, dtype=np.int64))
     if count == 0 or n == 0:
-        C = A if overwrite and A.dtype == dtype else A.astype(dtype, copy=True)
+        C = A if overwrite and A.dtype == dtype else ar.astype_exact(A, dtype, xp, copy=True)
         return C, xp.zeros(batch, np.int32)
     C, a, c, inplace = _factor_operands(xp, A, dtype, overwrite, zero_other)
     info = xp.empty(batch, np.int32)   # every matrix's entry is written by the kernel
@@ -508,7 +509,7 @@ def _posv_fused_cupy(xp, A, Bm, dtype, batch, n, k, lower, overwrite, setting):
     C, a, c, inplace = _factor_operands(xp, A, dtype, overwrite, False)
     X = xp.empty(shape, dtype)
     info = xp.empty(batch, np.int32)
-    b_arr, b_base, b_stride, b_inc, b_col = _trsv._rhs_operand(xp, Bm.astype(dtype, copy=False), shape)
+    b_arr, b_base, b_stride, b_inc, b_col = _trsv._rhs_operand(xp, ar.astype_exact(Bm, dtype, xp), shape)
     args = (_pack(a), _pack(c), ln.pack("UniformVector", b_base, b_stride, b_inc), np.int64(b_col),
             ln.pack("UniformVector", X.data.ptr, n * k, k), np.int64(1), np.int32(k), info,
             _flags(lower != a.transposed, inplace, False, conj_solve=a.transposed and dtype.kind == "c"),
@@ -584,7 +585,7 @@ def _posv_list(A, B, lower, setting):
         if s.can_solve(n_max):
             batch = batch.astype(dtype)
             outs, out_batch = _list_outputs(xp, batch, dtype)
-            b_all = xp.ascontiguousarray(whole.astype(dtype, copy=False))
+            b_all = xp.ascontiguousarray(ar.astype_exact(whole, dtype, xp))
             X = xp.empty(b_all.shape, dtype)
             info = xp.empty(count, np.int32)
             args = (batch.struct(), out_batch.struct(batch.layout),
@@ -595,7 +596,7 @@ def _posv_list(A, B, lower, setting):
             _launch(batch.layout, dtype, s, n_max, count, args, nrhs=k)
             return outs, (X[..., 0] if vectors else X), info
     if dtype != batch.dtype:
-        batch = MatrixBatch.from_list([a.astype(dtype) for a in batch.arrays_user], "A")
+        batch = MatrixBatch.from_list([ar.astype_exact(a, dtype, xp, copy=True) for a in batch.arrays_user], "A")
     cs, info = _factor_list(batch, lower, False, setting)
     X = _solve_with_factor(cs, B, lower)
     if isinstance(X, list):
@@ -604,12 +605,12 @@ def _posv_list(A, B, lower, setting):
             for i in np.nonzero(bad)[0]:
                 X[i] = np.array(members[i][:, 0] if vectors else members[i], dtype=dtype)
         else:
-            X = [xp.where(info[i] > 0, (members[i][:, 0] if vectors else members[i]).astype(dtype), x)
+            X = [xp.where(info[i] > 0, ar.astype_exact(members[i][:, 0] if vectors else members[i], dtype, xp), x)
                  for i, x in enumerate(X)]
         return cs, X, info
     Bw = whole[..., 0] if vectors else whole
     bad = info.reshape((count,) + (1,) * (X.ndim - 1)) > 0
-    return cs, xp.where(bad, Bw.astype(dtype, copy=False), X), info
+    return cs, xp.where(bad, ar.astype_exact(Bw, dtype, xp), X), info
 
 
 __all__ = ["potrf", "potrs", "posv", "cholesky", "cho_factor", "cho_solve", "CholeskySetting",

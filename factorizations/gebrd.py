@@ -182,7 +182,7 @@ def orgbr(vect, a, tau, *, full_matrices=False):
         q = _orgbr_numpy(want_p, a.reshape(count, m, n).astype(dtype, copy=False),
                          tau.reshape(count, k).astype(dtype, copy=False), full)
         return q.reshape(*batch, rows, cols), np.zeros(batch, np.int32)
-    return _orgbr_cupy(xp, want_p, a.astype(dtype, copy=False), tau.astype(dtype, copy=False), batch, m, n,
+    return _orgbr_cupy(xp, want_p, ar.astype_exact(a, dtype, xp), ar.astype_exact(tau, dtype, xp), batch, m, n,
                        full)
 
 
@@ -550,11 +550,11 @@ def _orgbr_list(want_p, a, tau, full):
         outs = [orgbr("P" if want_p else "Q", np.asarray(x, dtype=dtype), t.astype(dtype), full_matrices=full)[0]
                 for x, t in zip(batch.arrays_user, taus)]
         return outs, np.zeros(count, np.int32)
-    src = MatrixBatch.from_list([xp.asfortranarray(x.astype(dtype, copy=False)) for x in batch.arrays_user], "a")
+    src = MatrixBatch.from_list([xp.asfortranarray(ar.astype_exact(x, dtype, xp)) for x in batch.arrays_user], "a")
     shapes = [_orgbr_shape(want_p, r, c, full) for r, c in batch.shapes]
     outs = [xp.empty((c, r), dtype).T for r, c in shapes]
     dst = MatrixBatch.from_list(outs, "q")
-    tau_flat = xp.concatenate([t.astype(dtype) for t in taus]) if count else xp.empty(0, dtype)
+    tau_flat = xp.concatenate([ar.astype_exact(t, dtype, xp) for t in taus]) if count else xp.empty(0, dtype)
     t_ptr, _ = _device_pointers(xp, xp.ascontiguousarray(tau_flat), ks)
     m_max, n_max = src.view_dims_max
     if count and max((r * c for r, c in shapes), default=0):

@@ -162,8 +162,8 @@ def orgqr(qr, tau, *, n_columns=None):
         batch = np.broadcast_shapes(qr.shape[:-2], tau.shape[:-1])
     except ValueError:
         raise ValueError(f"batch dimensions of qr {qr.shape} and tau {tau.shape} do not broadcast") from None
-    qr = xp.broadcast_to(qr.astype(dtype, copy=False), (*batch, m, n))
-    tau = xp.broadcast_to(tau.astype(dtype, copy=False), (*batch, k))
+    qr = xp.broadcast_to(ar.astype_exact(qr, dtype, xp), (*batch, m, n))
+    tau = xp.broadcast_to(ar.astype_exact(tau, dtype, xp), (*batch, k))
     if xp is np:
         return _org2r_numpy(qr, tau, ncol), np.zeros(batch, np.int32)
     return _orgqr_cupy(xp, qr, tau, batch, ncol, dtype), xp.zeros(batch, np.int32)
@@ -394,8 +394,8 @@ def lstsq(a, b, rcond=None, *, check=True):
     p = min(m, n)
     batch, _, k, vectors = sv.rhs_shape(a.shape, b.shape, "b")
     real = hh.real_dtype(dtype)
-    Bm = xp.broadcast_to((b[..., None] if vectors else b).astype(dtype, copy=False), (*batch, m, k))
-    U, s, Vh, info = svd(a.astype(dtype, copy=False), full_matrices=False, check=False)
+    Bm = xp.broadcast_to(ar.astype_exact(b[..., None] if vectors else b, dtype, xp), (*batch, m, k))
+    U, s, Vh, info = svd(ar.astype_exact(a, dtype, xp), full_matrices=False, check=False)
     eps = float(np.finfo(real).eps)
     # xGELSD's rule (xLALSD): a cut-off outside (0, 1) means machine precision, dlamch('E') = eps / 2
     cut = eps * max(m, n) if cut is None else (eps / 2 if not 0 < cut < 1 else cut)
@@ -500,8 +500,8 @@ def _gels_general(A, B, op, setting):
     batch, _, k, vectors = sv.rhs_shape((*A.shape[:-2], rows, q), B.shape, "B")
     # B as (*batch, rows, k): broadcasting first keeps (..., rows, k) from ever
     # reading as "a batch of vectors" in the calls below
-    Bm = xp.broadcast_to((B[..., None] if vectors else B).astype(dtype, copy=False), (*batch, rows, k))
-    A = A.astype(dtype, copy=False)
+    Bm = xp.broadcast_to(ar.astype_exact(B[..., None] if vectors else B, dtype, xp), (*batch, rows, k))
+    A = ar.astype_exact(A, dtype, xp)
     conj = op == "T" and dtype.kind == "c"
     if conj:
         Bm = ar.conj_exact(Bm, xp)
@@ -552,8 +552,8 @@ def _gels_list(A, B, op, overwrite_a, setting):
     qrs, X = [None] * count, [None] * count
     info = xp.zeros(count, np.int32)
     for shape, idx in groups.items():
-        a = xp.stack([arrays[i].astype(dtype, copy=False) for i in idx])
-        bm = xp.stack([members[i].astype(dtype, copy=False) for i in idx])
+        a = xp.stack([ar.astype_exact(arrays[i], dtype, xp) for i in idx])
+        bm = xp.stack([ar.astype_exact(members[i], dtype, xp) for i in idx])
         h, x, inf = gels(a, bm, trans=op, setting=setting)
         info[xp.asarray(np.asarray(idx, dtype=np.int64))] = inf
         for j, i in enumerate(idx):
@@ -676,7 +676,7 @@ def _column_major(xp, arr, shape, dtype, overwrite):
     if overwrite and tuple(arr.shape) == tuple(shape) and _inplace_cupy(xp, arr, batch, dtype):
         return arr
     out = _fortran_empty(xp, shape, dtype)
-    out[...] = arr.astype(dtype, copy=False)
+    out[...] = ar.astype_exact(arr, dtype, xp)
     return out
 
 
@@ -868,8 +868,8 @@ def _orgqr_list(qrs, taus, n_columns):
         if t.ndim != 1:
             raise ValueError(f"tau[{i}] must be 1-D, got shape {t.shape}")
         ncols.append(_check_columns(n_columns, m, n, t.shape[0], f"[{i}]"))
-    arrays = [a.astype(dtype, copy=False) for a in batch.arrays_user]
-    tl = [t.astype(dtype, copy=False) for t in tl]
+    arrays = [ar.astype_exact(a, dtype, xp) for a in batch.arrays_user]
+    tl = [ar.astype_exact(t, dtype, xp) for t in tl]
     info = xp.zeros(count, np.int32)
     if xp is np:
         return [_org2r_numpy(a, t, c) for a, t, c in zip(arrays, tl, ncols)], info

@@ -291,7 +291,7 @@ def _list(A, uv, full, setting, gebrd_setting):
     per stage per distinct shape); results go back in the list's order."""
     batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
     xp, count = batch.xp, batch.count
-    arrays = [a.astype(batch.dtype, copy=False) for a in batch.arrays_user]
+    arrays = [ar.astype_exact(a, batch.dtype, xp) for a in batch.arrays_user]
     groups: dict = {}
     for i, shape in enumerate(batch.shapes):
         groups.setdefault(shape, []).append(i)

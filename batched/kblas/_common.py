@@ -101,7 +101,7 @@ def execute(p: Problem, describe, key=None, given=None):
     if p.rows:
         if p.alpha == 0 or p.inner == 0:  # BLAS: A and x are not read
             if p.read_y:
-                target[...] = p.beta * p.y.astype(p.dtype, copy=False)
+                target[...] = p.beta * ar.astype_exact(p.y, p.dtype, xp)
             else:
                 target.fill(0)
         else:
@@ -232,7 +232,7 @@ def clear_replays() -> None:
 def matrix_view(p: Problem, prefer: str = "F"):
     """A's column-major view (a ``MatrixOperand``) and its row origin (alignment shift);
     ``prefer``: the orientation a matrix with one row or column is read in."""
-    a = matrix_operand(p.A.astype(p.dtype, copy=False), (), p.xp, prefer)
+    a = matrix_operand(ar.astype_exact(p.A, p.dtype, p.xp), (), p.xp, prefer)
     item = p.dtype.itemsize
     shift = (a.base % ALIGN_BYTES) // item if a.base % item == 0 else 0
     return a, shift
@@ -246,7 +246,7 @@ def vector_args(p: Problem, v, length: int, keep: list):
     """
     if v is None:
         return 0, np.int64(0)
-    v = p.xp.broadcast_to(v.astype(p.dtype, copy=False), (length,))
+    v = p.xp.broadcast_to(ar.astype_exact(v, p.dtype, p.xp), (length,))
     op = vector_operand(v, (), p.xp)
     keep.append(op.arr)
     return op.base, np.int64(op.inc)

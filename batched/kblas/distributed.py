@@ -289,7 +289,7 @@ class DistributedMatrix:
         dev = self.devices[d]
         if on_gpu_block and block.device.id != dev:
             with cp.cuda.Device(block.device.id):
-                src = cp.asfortranarray(block.astype(self.dtype, copy=False))
+                src = cp.asfortranarray(ar.astype_exact(block, self.dtype, cp))
                 cp.cuda.get_current_stream().synchronize()
             with cp.cuda.Device(dev):
                 tmp = cp.empty(src.shape, self.dtype, order="F")
@@ -297,7 +297,9 @@ class DistributedMatrix:
                 target[...] = tmp
             return
         with cp.cuda.Device(dev):
-            target[...] = block if on_gpu_block else cp.asarray(np.asarray(block))
+            # converted before the copy: CuPy's casting copy flushes float32 subnormals
+            target[...] = ar.astype_exact(block, self.dtype, cp) if on_gpu_block else \
+                cp.asarray(np.asarray(block).astype(self.dtype, copy=False))
 
     def _fill_from(self, fn) -> None:
         m, _ = self.shape

@@ -174,7 +174,7 @@ def _scaled_y(c: Call, acc):
     """alpha * acc + beta * y (y read only when beta != 0)."""
     res = acc * c.alpha if c.alpha != 1 else acc
     if c.read_y:
-        res = res + c.beta * c.y.astype(c.dtype, copy=False)
+        res = res + c.beta * ar.astype_exact(c.y, c.dtype)
     return res
 
 
@@ -295,7 +295,7 @@ def _run_gpu(c: Call, kind: str, partial, length, zeroed: bool = False, gather: 
         t = c.x.device.id
         with cp.cuda.Device(t):
             st = cp.cuda.get_current_stream()
-            xt = cp.ascontiguousarray(c.x).astype(dtype, copy=False)
+            xt = cp.ascontiguousarray(ar.astype_exact(c.x, dtype, cp))
             start = cp.cuda.Event(disable_timing=True)
             start.record(st)
     # First use: enable peer access (a setup call, before anything is enqueued).
@@ -453,7 +453,7 @@ def _reduce(c: Call, kind: str, pointers, nb: int):
     out = c.out if direct else cp.empty((c.rows,), c.dtype)
     args = (*(np.uint64(p) for p in pointers), np.int64(nb), c.dtype.type(c.alpha), c.dtype.type(c.beta))
     if c.read_y:
-        args += (c.y.astype(c.dtype, copy=False),)
+        args += (ar.astype_exact(c.y, c.dtype, cp),)
     _reduce_kernel(kind, c.read_y, len(pointers))(*args, out)
     return out if direct else _store(c, out)
 
@@ -491,7 +491,7 @@ def _symv_partial(c: Call, d: int, lower: bool, herm: bool, xd, dest, setting) -
     n = D.shape[0]
     local = D.locals[d]
     if local.dtype != c.dtype:
-        local = cp.asfortranarray(local.astype(c.dtype))
+        local = cp.asfortranarray(ar.astype_exact(local, c.dtype, cp))
     ld = local.strides[1] // local.itemsize
     s, tiles = symv_plan(n, local.shape[1], c.dtype, setting, cm.sm_count())
     flags = (_LOWER if lower else 0) | (_HERMITIAN if herm else 0)
