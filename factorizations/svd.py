@@ -181,6 +181,14 @@ def _scale_factors(xp, A, rdt):
     smlnum = float(np.sqrt(fi.tiny) / fi.eps)
     bignum = 1.0 / smlnum
     anrm = xp.abs(A).max(axis=(-2, -1)).astype(np.float64)
+    if xp is not np and rdt == np.float32 and bool(xp.any(anrm == 0)):   # one synchronization
+        # CuPy's float32 abs flushes subnormals: a matrix of nothing else reads as zero.
+        # Its largest part's magnitude (max(|re|, |im|) for complex64, within sqrt(2)
+        # of max |a|) from the sign-cleared bits, which order as the magnitudes do.
+        parts = xp.ascontiguousarray(A).view(np.float32).reshape(*A.shape[:-2], -1)
+        top = (parts.view(np.uint32) & np.uint32(0x7FFFFFFF)).max(axis=-1)
+        anrm = xp.where(anrm > 0, anrm, ar.widen_single_parts(top.reshape(-1).view(np.float32), xp)
+                        .reshape(anrm.shape))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         safe = xp.where((anrm > 0) & xp.isfinite(anrm), anrm, 1.0)
         down = xp.exp2(xp.floor(xp.log2(bignum / safe)))
@@ -224,8 +232,7 @@ def _array(A, uv, full, setting, gebrd_setting):
         S, info = gesvj(A, jacobi)
         return None, S, None, info
     f = _scale_factors(xp, A, rdt)
-    with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
-        As = (A * f.astype(rdt)[..., None, None]).astype(A.dtype, copy=False)
+    As = _scaled(xp, A, f[..., None, None], rdt)
     a, d, e, tauq, taup, _ = gebrd(As, overwrite_a=True, setting=gebrd_setting)
     lower = m < n
     if uv:
@@ -240,8 +247,27 @@ def _array(A, uv, full, setting, gebrd_setting):
     else:
         S, _, _, info = bdsqr(d, e, lower=lower, setting=setting)
         U = Vh = None
-    S = S / f.astype(rdt)[..., None]
+    S = _scaled(xp, S, 1 / f[..., None], rdt)
     return U, S, Vh, info
+
+
+def _scaled(xp, X, f, rdt):
+    """X * f (f: float64 powers of two, broadcast against X) in X's dtype, a new array.
+
+    Single precision on the GPU goes through float64 where some f != 1 (CuPy's float32
+    arithmetic flushes subnormal operands and results: a matrix scaled up from
+    subnormals, or singular values scaled back down to them, would read as zeros), and
+    is X's copy where every f is 1.  Multiplying by a power of two is exact but for
+    the final rounding into a subnormal, which the narrowing does as NumPy does.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
+        if xp is np or rdt != np.float32:
+            return (X * f.astype(rdt)).astype(X.dtype, copy=False)
+        if not bool(xp.any(f != 1)):   # one synchronization; the usual case
+            return X.copy()
+        wide = np.complex128 if X.dtype.kind == "c" else np.float64
+        Y = xp.ascontiguousarray(ar.astype_exact(X, wide, xp) * f)
+        return ar.narrow_single_parts(Y.reshape(-1).view(np.float64), xp).view(X.dtype).reshape(X.shape)
 
 
 def _dqds_setting(A, xp, m, n, uv, setting, gebrd_setting):

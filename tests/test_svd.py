@@ -364,3 +364,29 @@ def test_gpu_matches_cpu_backend(xp):
         d = rng.standard_normal((20, n))
         e = rng.standard_normal((20, n - 1))
         assert np.allclose(to_np(bdsqr(xp.asarray(d), xp.asarray(e))[0]), bdsqr(d, e)[0], rtol=1e-13, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=str)
+@pytest.mark.parametrize("shape", [(40, 40), (64, 48), (5, 5), (16, 16), (9, 4)], ids=str)
+def test_svdvals_of_subnormal_matrices(xp, dtype, shape):
+    """Single-precision matrices whose every entry is subnormal (and one zero matrix):
+    the singular values are NumPy's of the exactly widened matrices, to a few units of
+    the smallest subnormal beyond the relative rounding.  On the GPU CuPy's float32
+    arithmetic reads such entries as zeros; svd's scaling (xGESVD's, up by a power of
+    two) goes through float64 there (40 x 40 and 64 x 48 take that path; the others
+    their own kernels)."""
+    m, n = shape
+    rng = np.random.default_rng(1000 * m + n + (7 if np.dtype(dtype).kind == "c" else 0))
+    tiny = float(np.finfo(dtype).tiny)
+    A = random_array(rng, (3, m, n), np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+    A = (A / np.abs(A).max() * tiny / 4).astype(dtype)   # |a| <= tiny / 4: subnormal or zero
+    A[2] = 0
+    parts = A.view(np.float32)
+    assert np.all(np.abs(parts) < tiny) and np.count_nonzero(parts) > parts.size // 2
+    S = to_np(svdvals(to_xp(xp, A)))
+    ref = np.linalg.svd(A.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64), compute_uv=False)
+    eps = float(np.finfo(dtype).eps)
+    bound = THRESHOLD * eps * ref.max(axis=-1, keepdims=True) * max(m, n) + 4 * 2.0 ** -149
+    assert np.all(np.abs(S - ref) <= bound), (shape, np.abs(S - ref).max(), bound.max())
+    assert np.all(S[2] == 0)
