@@ -198,8 +198,7 @@ class MatrixBatch:
         if np.dtype(dtype) == self.dtype and self.same_dtype:
             return self
         # a new array each (the callers factor in place); widening casts exact (ar.astype_exact)
-        return type(self)([a.astype(dtype) if a.dtype == np.dtype(dtype) else ar.astype_exact(a, dtype, self.xp)
-                           for a in self.arrays_user], self.name)
+        return type(self)([ar.astype_exact(a, dtype, self.xp, copy=True) for a in self.arrays_user], self.name)
 
     def struct(self, layout=None):
         """The accessor struct for ``layout`` (default: this batch's own); built

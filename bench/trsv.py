@@ -35,11 +35,10 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
-from batched.factorizations.settings import THREAD_MAX, THREAD_WINS, choose_trsv_setting  # noqa: E402
+from batched.factorizations.settings import THREAD_MAX, THREAD_WINS, TRSV_THREAD, choose_trsv_setting  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
-THREAD = bt.TrsvSetting(1, 1, thread=True)
 
 
 def case(dtype, trans, n, setting=None) -> Case:
@@ -63,7 +62,7 @@ def all_cases() -> list[Case]:
     cases += [case(c.dtype, c.trans, c.n, s) for c in cases[:len(SIZES) * 8]
               if (s := previous_default(c.dtype, c.trans, c.n))]
     # the thread design beside the default where it applies, or what it replaced
-    cases += [case(dt, tr, n, THREAD if n not in THREAD_WINS[np.dtype(dt).char] else
+    cases += [case(dt, tr, n, TRSV_THREAD if n not in THREAD_WINS[np.dtype(dt).char] else
                    choose_trsv_setting(n, transposed=tr[1] == "N", itemsize=np.dtype(dt).itemsize))
               for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES if n <= THREAD_MAX]
     return cases

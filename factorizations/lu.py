@@ -989,9 +989,9 @@ def _getrs_list_cupy(batch, pivs, whole, members, k, op, base, dtype):
     """X as a (count, n, k) array (whole) or a list of (n_i, k) arrays."""
     xp, count = batch.xp, batch.count
     if members is None:
-        X = xp.array(ar.astype_exact(whole, dtype, xp), order="C", copy=True)
+        X = xp.ascontiguousarray(ar.astype_exact(whole, dtype, xp, copy=True))
     else:
-        X = [xp.array(ar.astype_exact(b, dtype, xp), order="C", copy=True) for b in members]
+        X = [xp.ascontiguousarray(ar.astype_exact(b, dtype, xp, copy=True)) for b in members]
     if not count or not k or max((r for r, _ in batch.shapes), default=0) == 0:
         return X
     ptrs, piv_struct = _piv_pointers(xp, pivs)

@@ -15,6 +15,7 @@ import pytest
 
 import batched as bt
 from conftest import rng_for, to_np, to_xp
+from strategies import random_array
 
 PAIRS = [(np.float32, np.float64), (np.complex64, np.complex128)]
 
@@ -24,7 +25,7 @@ def _narrow(rng, shape, dtype, shift=0.0):
     smallest normal number, so that many round to subnormals and every one counts in
     the wide result; a few planted subnormals besides."""
     scale = float(np.finfo(dtype).tiny) * 16
-    a = ((_random(rng, shape, np.complex128 if np.dtype(dtype).kind == "c" else np.float64) + shift)
+    a = ((random_array(rng, shape, np.complex128 if np.dtype(dtype).kind == "c" else np.float64) + shift)
          * scale).astype(dtype)
     tiny = np.finfo(dtype).tiny
     flat = a.reshape(-1)
@@ -33,17 +34,9 @@ def _narrow(rng, shape, dtype, shift=0.0):
     return a
 
 
-def _random(rng, shape, dtype):
-    dtype = np.dtype(dtype)
-    a = rng.standard_normal(shape)
-    if dtype.kind == "c":
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
-
-
 def _spd(rng, batch, n, dtype):
     """Hermitian positive definite, scaled as _narrow, with a subnormal off-diagonal pair."""
-    M = _random(rng, (*batch, n, n), np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+    M = random_array(rng, (*batch, n, n), np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
     tiny = np.finfo(dtype).tiny
     A = ((M @ np.swapaxes(M, -1, -2).conj() + n * np.eye(n)) * (float(tiny) * 16)).astype(dtype)
     A[..., 0, 1] = tiny / 3
@@ -63,20 +56,20 @@ def _cases(rng, narrow, wide, X):
     operands made on the backend by X."""
     n = 40
     A = _narrow(rng, (3, n, n), narrow)
-    yield "gemv", lambda a: bt.gemv(a, X(_random(rng_for("x"), (3, n), wide))), A
-    yield "gemm", lambda a: bt.gemm(a, X(_random(rng_for("B"), (3, n, 5), wide))), A
-    yield "gesv", lambda a: bt.gesv(a, X(_random(rng_for("b"), (3, n), wide))), A
-    yield "posv", lambda a: bt.posv(a, X(_random(rng_for("b"), (3, 8), wide))), _spd(rng, (3,), 8, narrow)
-    yield "gels", lambda a: bt.gels(a, X(_random(rng_for("b"), (3, 9), wide))), \
+    yield "gemv", lambda a: bt.gemv(a, X(random_array(rng_for("x"), (3, n), wide))), A
+    yield "gemm", lambda a: bt.gemm(a, X(random_array(rng_for("B"), (3, n, 5), wide))), A
+    yield "gesv", lambda a: bt.gesv(a, X(random_array(rng_for("b"), (3, n), wide))), A
+    yield "posv", lambda a: bt.posv(a, X(random_array(rng_for("b"), (3, 8), wide))), _spd(rng, (3,), 8, narrow)
+    yield "gels", lambda a: bt.gels(a, X(random_array(rng_for("b"), (3, 9), wide))), \
         _narrow(rng, (3, 9, 5), narrow)
-    yield "dot", lambda v: bt.dot(v, X(_random(rng_for("y"), (3, 100), wide))), \
+    yield "dot", lambda v: bt.dot(v, X(random_array(rng_for("y"), (3, 100), wide))), \
         _narrow(rng, (3, 100), narrow)
-    yield "axpy", lambda v: bt.axpy(2.0, v, X(_random(rng_for("y"), (3, 100), wide))), \
+    yield "axpy", lambda v: bt.axpy(2.0, v, X(random_array(rng_for("y"), (3, 100), wide))), \
         _narrow(rng, (3, 100), narrow)
-    yield "kblas.gemv", lambda a: bt.kblas.gemv(a, X(_random(rng_for("x"), (300,), wide))), \
+    yield "kblas.gemv", lambda a: bt.kblas.gemv(a, X(random_array(rng_for("x"), (300,), wide))), \
         _narrow(rng, (500, 300), narrow)
     if np.dtype(narrow).kind == "f":
-        yield "bdsqr", lambda d: bt.bdsqr(d, X(_random(rng_for("e"), (3, 5), wide))), \
+        yield "bdsqr", lambda d: bt.bdsqr(d, X(random_array(rng_for("e"), (3, 5), wide))), \
             _narrow(rng, (3, 6), narrow, shift=3.0)
 
 

@@ -188,7 +188,7 @@ def test_thread_design_pieces_padding_and_vectors(xp, dtype):
     if xp is np:
         pytest.skip("GPU design only (the CPU backend has one path)")
     rng = rng_for("thread", str(np.dtype(dtype)))
-    setting = TrsvSetting(1, 1, thread=True)
+    setting = TRSV_THREAD
     for n, lower, trans, unit in itertools.product(range(1, THREAD_MAX + 1), (True, False), "NTC", (False, True)):
         A = triangular(rng, (3,), n, dtype, "tri_rand", lower)
         B = random_array(rng, (3, n), dtype)
@@ -257,7 +257,7 @@ def test_thread_design_refuses_large_matrices(xp):
     an empty batch or no right-hand sides launch nothing and pass."""
     if xp is np:
         pytest.skip("settings choose GPU kernels")
-    setting = TrsvSetting(1, 1, thread=True)
+    setting = TRSV_THREAD
     n = THREAD_MAX + 1
     A = xp.asarray(np.eye(n) * 2 + np.zeros((3, n, n)))
     with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
@@ -648,7 +648,7 @@ def test_thread_plan_is_registers_only_and_refuses_large_matrices():
     memory; the smallest instantiation that holds n; past THREAD_MAX a ValueError."""
     from batched.factorizations.settings import THREAD_BLOCK, THREAD_NB, TrsvPlan
 
-    setting = TrsvSetting(1, 1, thread=True)
+    setting = TRSV_THREAD
     assert setting in TRSV_SETTINGS and not setting.single_tile(1) and str(setting) == "trsv_thread"
     for n in range(0, THREAD_MAX + 1):
         assert setting.thread_nb(n) == min(nb for nb in THREAD_NB if nb >= n)

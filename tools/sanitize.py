@@ -18,6 +18,7 @@ import cupy as cp
 import numpy as np
 
 import batched as bt
+from batched.factorizations.settings import TRSV_THREAD
 from batched.settings import PACKED_SETTING
 
 cp.cuda.set_allocator(None)
@@ -277,7 +278,7 @@ def section_trsv():
         # offset 0; elements at offset 1) and n < NB (0, 1, 7, 9, 15), batch 1 and 65,537,
         # b and x in pieces (one right-hand side, aligned) or not; a zero diagonal on the
         # check path; pointer and variable lists
-        thread = bt.TrsvSetting(1, 1, thread=True)
+        thread = TRSV_THREAD
         for n in (0, 1, 7, 8, 9, 15, 16):
             for batch in (1, 3) if race else (1, 65537):
                 for offset in (0, 1):
