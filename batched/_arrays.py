@@ -273,21 +273,6 @@ def widen_single_parts(parts, xp):
     return xp.where(subnormal, rebuilt, parts.astype(np.float64))
 
 
-def narrow_single_parts(wide, xp):
-    """float32 values of a 1-D float64 array, rounded as NumPy's cast rounds them,
-    subnormal results kept on either backend (CuPy's cvt.rn.ftz.f32.f64 flushes them).
-
-    A result below the smallest normal is m 2^-149 with m = rint(|v| 2^149): the
-    scaling is exact in float64 and rint rounds half to even, as the cast does (m =
-    2^23 is the smallest normal's bit pattern).
-    """
-    tiny = float(np.finfo(np.float32).tiny)
-    magnitude = xp.abs(wide)
-    m = xp.rint(xp.where(magnitude < tiny, magnitude, 0.0) * 2.0 ** 149).astype(np.uint32)
-    bits = m | xp.where(xp.signbit(wide), np.uint32(0x80000000), np.uint32(0))
-    return xp.where(magnitude < tiny, bits.view(np.float32), wide.astype(np.float32))
-
-
 def astype_exact(a, dtype, xp=None, copy=False):
     """``a.astype(dtype, copy=copy)``, exact for every value on the GPU too.
 

@@ -181,10 +181,11 @@ def _scale_factors(xp, A, rdt):
     smlnum = float(np.sqrt(fi.tiny) / fi.eps)
     bignum = 1.0 / smlnum
     anrm = xp.abs(A).max(axis=(-2, -1)).astype(np.float64)
-    if xp is not np and rdt == np.float32 and bool(xp.any(anrm == 0)):   # one synchronization
+    if xp is not np and rdt == np.float32:
         # CuPy's float32 abs flushes subnormals: a matrix of nothing else reads as zero.
-        # Its largest part's magnitude (max(|re|, |im|) for complex64, within sqrt(2)
-        # of max |a|) from the sign-cleared bits, which order as the magnitudes do.
+        # There its largest part's magnitude (max(|re|, |im|) for complex64, within
+        # sqrt(2) of max |a|) from the sign-cleared bits, which order as the magnitudes
+        # do; computed for every matrix and chosen by `where`, so no synchronization.
         parts = xp.ascontiguousarray(A).view(np.float32).reshape(*A.shape[:-2], -1)
         top = (parts.view(np.uint32) & np.uint32(0x7FFFFFFF)).max(axis=-1)
         anrm = xp.where(anrm > 0, anrm, ar.widen_single_parts(top.reshape(-1).view(np.float32), xp)
@@ -232,7 +233,7 @@ def _array(A, uv, full, setting, gebrd_setting):
         S, info = gesvj(A, jacobi)
         return None, S, None, info
     f = _scale_factors(xp, A, rdt)
-    As = _scaled(xp, A, f[..., None, None], rdt)
+    As = _scaled(xp, A, f[..., None], rdt)
     a, d, e, tauq, taup, _ = gebrd(As, overwrite_a=True, setting=gebrd_setting)
     lower = m < n
     if uv:
@@ -247,27 +248,31 @@ def _array(A, uv, full, setting, gebrd_setting):
     else:
         S, _, _, info = bdsqr(d, e, lower=lower, setting=setting)
         U = Vh = None
-    S = _scaled(xp, S, 1 / f[..., None], rdt)
+    S = _scaled(xp, S, 1 / f, rdt)
     return U, S, Vh, info
 
 
 def _scaled(xp, X, f, rdt):
-    """X * f (f: float64 powers of two, broadcast against X) in X's dtype, a new array.
+    """X * f in X's dtype, a new array: f holds float64 powers of two, one per vector
+    of X's last axis (broadcasting against X.shape[:-1]).
 
-    Single precision on the GPU goes through float64 where some f != 1 (CuPy's float32
-    arithmetic flushes subnormal operands and results: a matrix scaled up from
-    subnormals, or singular values scaled back down to them, would read as zeros), and
-    is X's copy where every f is 1.  Multiplying by a power of two is exact but for
-    the final rounding into a subnormal, which the narrowing does as NumPy does.
+    On the GPU through batched.scal, whose kernel (ours, compiled with -ftz=false)
+    multiplies a float32 / complex64 operand as NumPy does, subnormal operands and
+    results included: a power of two is exact but for the rounding into a subnormal.
+    CuPy's float32 arithmetic flushes both (a matrix of subnormals scaled up, or
+    singular values scaled back down to them, read as zeros).  One launch, no
+    synchronization; a matrix whose rows are not contiguous but whose columns are is
+    scaled by columns, so its layout is kept.
     """
-    with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
-        if xp is np or rdt != np.float32:
-            return (X * f.astype(rdt)).astype(X.dtype, copy=False)
-        if not bool(xp.any(f != 1)):   # one synchronization; the usual case
-            return X.copy()
-        wide = np.complex128 if X.dtype.kind == "c" else np.float64
-        Y = xp.ascontiguousarray(ar.astype_exact(X, wide, xp) * f)
-        return ar.narrow_single_parts(Y.reshape(-1).view(np.float64), xp).view(X.dtype).reshape(X.shape)
+    if xp is np:
+        with np.errstate(invalid="ignore", over="ignore"):  # Inf * 1 in complex: NaN, as the result is anyway
+            return (X * f.astype(rdt)[..., None]).astype(X.dtype, copy=False)
+    from ..vector import scal
+
+    by_columns = X.ndim >= 2 and not X.flags.c_contiguous and X.swapaxes(-1, -2).flags.c_contiguous
+    if by_columns:   # f has a 1 for the rows' axis: it broadcasts over the columns alike
+        return scal(f.astype(rdt), X.swapaxes(-1, -2)).swapaxes(-1, -2)
+    return scal(f.astype(rdt), X)
 
 
 def _dqds_setting(A, xp, m, n, uv, setting, gebrd_setting):

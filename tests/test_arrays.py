@@ -55,27 +55,3 @@ def test_astype_exact_leaves_other_casts_to_the_backend():
     assert _exact_equal(ar.astype_exact(a, np.float32, np), a.astype(np.float32))
     f = np.float32([1e-40, 2.0])
     assert _exact_equal(ar.astype_exact(f, np.float64, np), f.astype(np.float64))
-
-
-@given(bits=st.lists(st.sampled_from(SPECIAL_BITS) | st.integers(0, 2**64 - 1), min_size=1, max_size=64),
-       scale=st.sampled_from([1.0, 2.0 ** -126, 2.0 ** -140, 2.0 ** -149, 2.0 ** -150, 3.0 * 2 ** -151]))
-def test_narrowed_parts_equal_numpys_cast_bit_for_bit(bits, scale):
-    """float64 values from every class (the hypothesis integers as float64 bit patterns,
-    scaled toward float32's subnormal range) narrowed as NumPy narrows them, ties included."""
-    wide = np.array([b & (2**64 - 1) for b in bits], np.uint64).view(np.float64)
-    with np.errstate(all="ignore"):
-        wide = wide * scale
-        expect = wide.astype(np.float32)
-    got = ar.narrow_single_parts(wide, np)
-    assert got.dtype == np.float32
-    assert np.array_equal(got.view(np.uint32)[~np.isnan(expect)], expect.view(np.uint32)[~np.isnan(expect)])
-    assert np.array_equal(np.isnan(got), np.isnan(expect))
-
-
-def test_narrowed_ties_and_edges():
-    q = 2.0 ** -149   # the smallest subnormal float32
-    wide = np.array([0.5 * q, 1.5 * q, 2.5 * q, 3.5 * q, -2.5 * q, (2**23 - 0.5) * q, 2**23 * q, 0.49 * q,
-                     -0.0, 1e-300, np.inf, -np.inf, 1.0, 3.4e38], np.float64)
-    with np.errstate(over="ignore"):
-        expect = wide.astype(np.float32)
-    assert np.array_equal(ar.narrow_single_parts(wide, np).view(np.uint32), expect.view(np.uint32))
