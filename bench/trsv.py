@@ -11,7 +11,7 @@ with the setting forced, which locates the switch-over of the default chooser; w
 the default is the pipelined design (``trsv32x{2,4,8}pipe``, ``bt.pipelined_trsv_setting``),
 the design that was the default before it (``choose_trsv_setting(..., pipelined=False)``)
 is timed beside.  Up to 16 unknowns the thread design (``trsv_thread``, a thread per solve)
-is timed beside the default, or where the default is that design (thread_wins), the
+is timed beside the default, or where the default is that design (THREAD_WINS), the
 single tile it replaced (the chooser without the element type).
 
 Bytes count the triangle n(n+1)/2 plus b read and x written; flops n^2 per solve.
@@ -35,7 +35,7 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
-from batched.factorizations.settings import THREAD_MAX, TRSV_THREAD, choose_trsv_setting, thread_wins  # noqa: E402
+from batched.factorizations.settings import THREAD_MAX, THREAD_WINS, TRSV_THREAD, choose_trsv_setting  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
@@ -62,7 +62,7 @@ def all_cases() -> list[Case]:
     cases += [case(c.dtype, c.trans, c.n, s) for c in cases[:len(SIZES) * 8]
               if (s := previous_default(c.dtype, c.trans, c.n))]
     # the thread design beside the default where it applies, or what it replaced
-    cases += [case(dt, tr, n, TRSV_THREAD if not thread_wins(n, np.dtype(dt).char, tr[1] == "N") else
+    cases += [case(dt, tr, n, TRSV_THREAD if n not in THREAD_WINS[np.dtype(dt).char] else
                    choose_trsv_setting(n, transposed=tr[1] == "N", itemsize=np.dtype(dt).itemsize))
               for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES if n <= THREAD_MAX]
     return cases

@@ -143,22 +143,13 @@ def pipelined_trsv_setting(n: int, *, transposed: bool = False, itemsize: int = 
 # 12-14 and 1.29-1.43x at 16 (15 mixed, 0.88-1.21; 4 0.69-0.74, 5 1.00-1.04, 8
 # 0.75-0.79).  Below 4 the float types extend the range measured at 4.
 THREAD_WINS = {"f": range(1, 12), "d": range(1, 7), "F": range(5, 7), "D": (12, 13, 14, 16)}
-# Where it won only when op(A) transposes the kernel's column-major view (user 'N' on
-# a C-ordered batch, 'T' on an F-ordered one): float64 16 x 16, 1.02-1.03x in session
-# 43's A/B and 1.01-1.02x in the H200 trsv.json of 2026-12-01 (LN 88.5 -> 87.5 us, UN
-# 88.8 -> 87.3), where it lost by 0.81-0.84x not transposed (LT 70.4 -> 86.6 us).
-THREAD_WINS_TRANSPOSED = {"d": (16,)}
 
 
-def thread_wins(n: int, uniform_dtype: str | None, transposed: bool = False) -> bool:
+def thread_wins(n: int, uniform_dtype: str | None) -> bool:
     """Does a uniform-layout launch of ``uniform_dtype`` (its NumPy char; None for
     pointer and variable batches, not measured: their timings were host-bound) with at
-    most n unknowns and one right-hand side take the thread design (THREAD_WINS, and
-    THREAD_WINS_TRANSPOSED where op(A) transposes the column-major view)?"""
-    if uniform_dtype is None:
-        return False
-    return (n in THREAD_WINS.get(uniform_dtype, ())
-            or (transposed and n in THREAD_WINS_TRANSPOSED.get(uniform_dtype, ())))
+    most n unknowns and one right-hand side take the thread design (THREAD_WINS)?"""
+    return uniform_dtype is not None and n in THREAD_WINS.get(uniform_dtype, ())
 
 
 def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, transposed: bool = False,
@@ -172,8 +163,7 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
 
     ``uniform_dtype`` (the element type's NumPy char, given for a uniform batch with one
     right-hand side): the thread design (TrsvSetting(1, 1, thread=True)) where it won,
-    THREAD_WINS (and THREAD_WINS_TRANSPOSED for a transposing op).  Elsewhere up to 16
-    unknowns a single tile in registers (trsv_tile_kernel): the smallest
+    THREAD_WINS.  Elsewhere up to 16 unknowns a single tile in registers (trsv_tile_kernel): the smallest
     power-of-two lane group that covers it (double 8 x 8: 113 us against 194 us for 4
     lanes).  Not transposed: one warp, the 32-lane single tile to 32 (double 72 us
     against 165 for four lanes, float 87 against 217) and 8 x 4 GEMV lanes to 256
@@ -205,7 +195,7 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     range and past 1024 the designs above; ``pipelined=False`` gives them everywhere
     (the default before session 34, which bench/trsv.py times beside).
     """
-    if thread_wins(n, uniform_dtype, transposed):
+    if thread_wins(n, uniform_dtype):
         return TRSV_THREAD
     pipe = pipelined_trsv_setting(n, transposed=transposed, itemsize=itemsize) if pipelined else None
     if pipe is not None:

@@ -19,8 +19,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import batched as bt
-from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, THREAD_WINS_TRANSPOSED, TRSV_SETTINGS,
-                                             TRSV_THREAD, TrsvSetting, choose_trsv_setting, plan_trsv)
+from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, TRSV_SETTINGS, TRSV_THREAD, TrsvSetting,
+                                             choose_trsv_setting, plan_trsv)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from residuals import trsv_backward_error
 from strategies import (DTYPES, SETTINGS, TRSV_EDGES, arrange, random_array, triangular,
@@ -599,18 +599,16 @@ def test_chooser_picks_registered_settings_and_designs():
 
 
 def test_chooser_takes_the_thread_design_only_where_it_won():
-    """With a uniform batch's element type the thread design exactly at THREAD_WINS, and
-    at THREAD_WINS_TRANSPOSED where op(A) transposes the view (every size within
-    THREAD_MAX); without one (pointer and variable batches, more right-hand sides) never."""
+    """With a uniform batch's element type the thread design exactly at THREAD_WINS
+    (every size within THREAD_MAX); without one (pointer and variable batches, more
+    right-hand sides) never."""
     assert set(THREAD_WINS) == {"f", "d", "F", "D"}
-    assert set(THREAD_WINS_TRANSPOSED) <= set(THREAD_WINS)
     for char, n, transposed in itertools.product("fdFD", range(1, 1100), (False, True)):
         itemsize = np.dtype(char).itemsize
         s = choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize, uniform_dtype=char)
-        wins = n in THREAD_WINS[char] or (transposed and n in THREAD_WINS_TRANSPOSED.get(char, ()))
-        assert (s == TRSV_THREAD) == wins, (char, n, transposed, s)
+        assert (s == TRSV_THREAD) == (n in THREAD_WINS[char]), (char, n, s)
         assert s.thread == (s == TRSV_THREAD)
-        if wins:
+        if n in THREAD_WINS[char]:
             assert n <= THREAD_MAX
         else:
             assert s == choose_trsv_setting(n, 1000, 132, transposed=transposed, itemsize=itemsize)
