@@ -46,6 +46,12 @@ def case(dtype, trans, n, setting=None) -> Case:
     return Case("trsv", dtype, "uniform", trans, n, n, 0, batch, setting=setting, repeats=10)
 
 
+def untyped_default(dtype, trans, n):
+    """The chooser's setting without the element type, i.e. without the thread design
+    (THREAD_WINS): the single tile it replaced where it is the default."""
+    return choose_trsv_setting(n, transposed=trans[1] == "N", itemsize=np.dtype(dtype).itemsize)
+
+
 def previous_default(dtype, trans, n):
     """Where the default is pipelined, the design that was the default before it (None
     elsewhere): user 'N' on a C-ordered batch transposes the kernel's column-major view."""
@@ -63,7 +69,7 @@ def all_cases() -> list[Case]:
               if (s := previous_default(c.dtype, c.trans, c.n))]
     # the thread design beside the default where it applies, or what it replaced
     cases += [case(dt, tr, n, TRSV_THREAD if n not in THREAD_WINS[np.dtype(dt).char] else
-                   choose_trsv_setting(n, transposed=tr[1] == "N", itemsize=np.dtype(dt).itemsize))
+                   untyped_default(dt, tr, n))
               for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES if n <= THREAD_MAX]
     return cases
 

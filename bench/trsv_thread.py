@@ -6,7 +6,7 @@ H100 the same kernels ranked differently at float64 16 x 16 (the thread design 0
 where the H200 had 1.01-1.03x; design.md), so the table is rechecked per GPU with this
 script rather than with scratch code.  Each case is timed twice, with the setting
 forced both ways: ``trsv_thread`` and the single tile the chooser takes without the
-element type (``choose_trsv_setting(n, transposed=..., itemsize=...)``).  Cases as in
+element type (bench/trsv.py's ``untyped_default``).  Cases as in
 bench/trsv.py (C-ordered stacked batches of 256 MiB, one right-hand side, LN/LT/UN/UT:
 user 'N' on a C-ordered batch transposes the kernel's column-major view, 'T' does
 not), for float32, float64, complex64 and complex128 and n = 1..16.  The one peer is
@@ -27,26 +27,21 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from batched.factorizations.settings import THREAD_MAX, TRSV_THREAD, choose_trsv_setting, thread_wins  # noqa: E402
+from batched.factorizations.settings import THREAD_MAX, TRSV_THREAD, thread_wins  # noqa: E402
 from bench import harness, trsv  # noqa: E402
 
 DTYPES = ("float32", "float64", "complex64", "complex128")
 TRANS = ("LN", "LT", "UN", "UT")
 
 
-def tile_setting(dtype: str, trans: str, n: int):
-    """The single tile the chooser takes where the thread design does not."""
-    return choose_trsv_setting(n, transposed=trans[1] == "N", itemsize=np.dtype(dtype).itemsize)
-
-
 def all_cases() -> list:
     return [trsv.case(dt, tr, n, s) for dt in DTYPES for n in range(1, THREAD_MAX + 1) for tr in TRANS
-            for s in (tile_setting(dt, tr, n), TRSV_THREAD)]
+            for s in (trsv.untyped_default(dt, tr, n), TRSV_THREAD)]
 
 
 def quick_cases() -> list:
     return [trsv.case(dt, "LN", 8, s) for dt in ("float32", "float64")
-            for s in (tile_setting(dt, "LN", 8), TRSV_THREAD)]
+            for s in (trsv.untyped_default(dt, "LN", 8), TRSV_THREAD)]
 
 
 def ratios(rows) -> dict:

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: bench/
 
 from batched.factorizations.settings import THREAD_MAX, TRSV_THREAD  # noqa: E402
-from bench import trsv_thread  # noqa: E402
+from bench import trsv, trsv_thread  # noqa: E402
 
 
 def test_every_type_size_and_op_is_timed_both_ways():
@@ -22,7 +22,7 @@ def test_every_type_size_and_op_is_timed_both_ways():
     assert set(pairs) == {(dt, tr, n) for dt in trsv_thread.DTYPES for tr in trsv_thread.TRANS
                           for n in range(1, THREAD_MAX + 1)}
     for (dt, tr, n), settings in pairs.items():
-        tile = trsv_thread.tile_setting(dt, tr, n)
+        tile = trsv.untyped_default(dt, tr, n)
         assert settings == [tile, TRSV_THREAD], (dt, tr, n)
         assert not tile.thread and tile.single_tile(n)
 
@@ -31,10 +31,10 @@ def test_ratios_are_tile_time_over_thread_time():
     def row(dtype, trans, n, setting, seconds):
         return {"dtype": dtype, "trans": trans, "n": n, "setting": str(setting), "ours_s": seconds}
 
-    tile = trsv_thread.tile_setting("float64", "LN", 16)
+    tile = trsv.untyped_default("float64", "LN", 16)
     rows = [row("float64", "LN", 16, tile, 91e-6), row("float64", "LN", 16, TRSV_THREAD, 107e-6),
             row("float64", "LT", 16, TRSV_THREAD, 80e-6),   # its tile failed: no ratio
-            row("float32", "LN", 8, trsv_thread.tile_setting("float32", "LN", 8), 150e-6),
+            row("float32", "LN", 8, trsv.untyped_default("float32", "LN", 8), 150e-6),
             row("float32", "LN", 8, TRSV_THREAD, 100e-6)]
     got = trsv_thread.ratios(rows)
     assert set(got) == {("float64", 16), ("float32", 8)}
