@@ -23,11 +23,16 @@ chooser's staged (big-tile) setting forced where the matrix fits into shared
 memory, next to the blocked settings (nb = 16 and 32) forced: the chooser
 takes the staged design wherever it fits (measured faster there).
 
+Lanes cases (note "lanes", ``--lanes`` runs only these): float64 and float32, n
+in 4..32 square, 32 x 16 and 16 x 32, the lanes design (a group of 8-32 lanes a
+matrix, in registers; the chooser's default for real matrices up to 32) forced
+next to the staged setting the chooser took there before it.
+
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
 would go through A^T (only square and tall cases here).
 
-Usage: python3 bench/gebrd.py [--quick] [--switch] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+Usage: python3 bench/gebrd.py [--quick] [--switch | --lanes] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from batched.factorizations.gebrd import gebrd  # noqa: E402
 from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS,  # noqa: E402
-                                                   GebrdSetting, _staged_shape)
+                                                   LANES_SETTINGS, GebrdSetting, _staged_shape)
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
@@ -70,6 +75,20 @@ def switch_cases() -> list[Case]:
             if staged.smem_bytes(n, n, item) <= SMEM_LIMIT:
                 out.append(case(dt, n, n, staged, "switch"))
             out.extend(case(dt, n, n, s, "switch") for s in BLOCKED_SETTINGS)
+    return out
+
+
+LANES_SHAPES = ((4, 4), (8, 8), (12, 12), (16, 16), (24, 24), (32, 32), (32, 16), (16, 32))
+
+
+def lanes_cases() -> list[Case]:
+    """The lanes design against the staged setting the chooser took before it, both forced."""
+    out = []
+    for dt in ("float64", "float32"):
+        for m, n in LANES_SHAPES:
+            staged = GebrdSetting(*_staged_shape(max(m, n), np.dtype(dt).itemsize), True)
+            lanes = next(s for s in LANES_SETTINGS if s.fits(m, n, dt))
+            out.extend(case(dt, m, n, s, "lanes") for s in (staged, lanes))
     return out
 
 
@@ -124,7 +143,7 @@ def peer_cusolver(c: Case, d: dict):
     except ImportError as exc:
         raise NotApplicable from exc
     letter = _CUSOLVER.get(c.dtype)
-    if letter is None or c.m < c.n:
+    if letter is None or c.m < c.n or c.note == "lanes":  # lanes cases: an A/B of our two designs
         raise NotApplicable
     key = "cusolver_ws"
     if key not in d:
@@ -172,10 +191,11 @@ def add_model(rows, cases) -> None:
 
 def main(argv=None, print_table: bool = True) -> list:
     argv = list(sys.argv[1:] if argv is None else argv)
-    switch_only = "--switch" in argv
-    argv = [a for a in argv if a != "--switch"]
+    switch_only, lanes_only = "--switch" in argv, "--lanes" in argv
+    argv = [a for a in argv if a not in ("--switch", "--lanes")]
     args = harness.parse_args(argv, "Batched GEBRD benchmark")
-    cases = harness.select(quick_cases() if args.quick else switch_cases() if switch_only else all_cases(), args)
+    cases = harness.select(quick_cases() if args.quick else switch_cases() if switch_only
+                           else lanes_cases() if lanes_only else all_cases(), args)
     if args.dry_run:
         rows = harness.dry_run("gebrd", cases, traffic)
         for c in cases:

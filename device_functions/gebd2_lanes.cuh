@@ -1,7 +1,10 @@
 // gebd2_lanes.cuh: Householder bidiagonalization (LAPACK xGEBD2's reflectors)
-// of ONE small real matrix held in the registers of a group of G lanes, for its
-// singular values only: the reflectors are applied and dropped, only the
-// diagonal d and the superdiagonal e are kept.
+// of ONE small real matrix held in the registers of a group of G lanes.  Two
+// uses: the singular values only (KEEP false: the reflectors are applied and
+// dropped, only the diagonal d and the superdiagonal e are kept), and GEBRD's
+// compact output (KEEP true: each lane's row ends as LAPACK's row of A, with the
+// column reflectors' v below the diagonal and the row reflectors' u right of the
+// superdiagonal, and the lane holds its step's tauq / taup).
 //
 // Threads:  a ThreadGroup<G> (G a power of two <= 32; 32 / G groups share a warp).
 //           Lane `rank` holds row `rank` of an l x k matrix, l >= k, l <= G, k <= NC:
@@ -13,20 +16,25 @@
 //           reflector of row j (columns j+1..k-1) lives in lane j's registers: the
 //           row is shuffled to every lane, each builds the same reflector (no
 //           reduction: the whole row is in hand) and applies it to its own row (a dot
-//           product and multiply-adds in registers).  Rows at or above j are never
-//           read again, so the lanes update them without a mask.  The group sums of
+//           product and multiply-adds in registers).  Without KEEP, rows at or above j
+//           are never read again, so the lanes update them without a mask; with KEEP
+//           the right update skips them (their u must survive), and lane j stores its
+//           row's u in place of the row.  The group sums of
 //           the left update go through shared memory (Gebd2LanesShared: each lane
 //           stores its products, lane c adds column c's, all read the sums back);
 //           as butterflies they were four shuffles a column and step, two
 //           instructions each in double, and the kernel was bound by them.
 // Result:   d_j and e_j (the bidiagonal's, upper since l >= k) in lane j's `d` and
 //           `e` (e for j < k - 1 only).  Signs are LAPACK's (beta = -sign(alpha) norm);
-//           the singular values do not depend on them.
+//           the singular values do not depend on them.  KEEP: lane j's tq = tau of
+//           H(j), tp = tau of G(j) (0 for j = k - 1, as LAPACK's last taup), and a[]
+//           as above with beta (d_j, e_j) on the diagonal and superdiagonal.
 // Numbers:  the caller scales the matrix by a power of two so that its largest entry
 //           is in [1/2, 1): sums of squares cannot overflow, and entries below about
 //           sqrt(tiny) whose squares underflow are dropped as zero (an absolute error
 //           far below eps times the largest singular value).  xLARFG's rescaling loop
-//           is therefore not needed.  Square roots and reciprocals come from the
+//           is therefore not needed.  The reflectors (v, u, tau) do not change under
+//           that scaling; d and e scale with the matrix.  Square roots and reciprocals come from the
 //           hardware approximations refined by Newton steps (an ulp or two, as good as
 //           rounded operations for the reflectors' backward stability).
 // Sync:     shuffles and the group's __syncwarp (g.sync(), twice a step); every lane of
@@ -35,6 +43,7 @@
 #include "common.cuh"
 #include "bdsqr.cuh"  // BdLimits
 #include "refined_approx.cuh"
+#include "stage.cuh"
 
 namespace bdf {
 
@@ -87,8 +96,8 @@ template <typename R, int S> __device__ __forceinline__ R lanes_total(const R (&
 
 // FULL: k == NC, known at compile time (no guard on a column index: the unrolled steps
 // are one basic block each, which the compiler schedules across columns).
-template <int G, int NC, bool FULL, typename R>
-__device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_run, R& d, R& e,
+template <int G, int NC, bool FULL, bool KEEP, typename R>
+__device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_run, R& d, R& e, R& tq, R& tp,
                                             Gebd2LanesShared<G, NC, R>& sh) {
   const int k = FULL ? NC : k_run;
   const unsigned mask = g.lanes();
@@ -97,6 +106,8 @@ __device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_
   constexpr int S = lanes_sums<G, R>();
   d = R(0);
   e = R(0);
+  tq = R(0);
+  tp = R(0);
 #pragma unroll
   for (int j = 0; j < NC; ++j) {
     if (j >= k) break;
@@ -105,6 +116,10 @@ __device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_
     const R s2 = butterfly_sum<1, G>(i > j ? x * x : R(0), mask);
     const LanesReflector<R> hl(shfl_idx(x, base + j, mask), s2);
     if (i == j) d = hl.beta;
+    if constexpr (KEEP) {  // LAPACK's storage: beta on the diagonal, v below it
+      if (i == j) tq = hl.tau;
+      a[j] = i == j ? hl.beta : (i > j ? x * hl.scale : a[j]);
+    }
     if (j + 1 >= k) break;
     const R v = i == j ? R(1) : (i > j ? x * hl.scale : R(0));
 #pragma unroll
@@ -138,10 +153,131 @@ __device__ __forceinline__ void gebd2_lanes(ThreadGroup<G> g, R (&a)[NC], int k_
       r[c] *= hr.scale;
       y[c % S] += a[c] * r[c];
     }
-    const R yt = hr.tau * lanes_total(y);
-    a[j + 1] -= yt;
+    // KEEP: rows at or above j hold their reflectors (no update); lane j's becomes
+    // beta and u (the row reflector's vector, stored in place of the row).
+    const R yt = KEEP && i <= j ? R(0) : hr.tau * lanes_total(y);
+    a[j + 1] = KEEP && i == j ? hr.beta : a[j + 1] - yt;
 #pragma unroll
-    for (int c = j + 2; c < NC; ++c) a[c] -= yt * r[c];
+    for (int c = j + 2; c < NC; ++c) a[c] = KEEP && i == j ? r[c] : a[c] - yt * r[c];
+    if (KEEP && i == j) tp = hr.tau;
+  }
+}
+
+// Where lane i's row of matrix b is: M's row i when q <= p, else M's column i (M the
+// accessor's p x q column-major matrix b): the group holds M, or M^T for a wide M.
+template <typename R> struct Gebd2LanesView {
+  const R* mat;
+  int rows, cols;
+  long long rs, cs;
+  template <class MatA> __device__ __forceinline__ Gebd2LanesView(const MatA& A, long long b) {
+    mat = A.matrix(b);
+    const int p = A.rows(b), q = A.cols(b);
+    const long long ld = A.ldim(b);
+    const bool on_cols = q <= p;
+    rows = on_cols ? p : q;
+    cols = on_cols ? q : p;
+    rs = on_cols ? 1 : ld;
+    cs = on_cols ? ld : 1;
+  }
+};
+
+// Lane i's row of the stage, entry c at stage[c gebd2_stage_ld(G) + i]: the lanes
+// read one c from consecutive words, and the strided copy below writes a run of
+// consecutive c to distinct banks (a row of G words would put the run in one bank).
+__host__ __device__ constexpr int gebd2_stage_ld(int G) { return G + 1; }
+
+// Whether the group copies the matrix in view together (gebd2_lanes_fetch): when the
+// lanes' rows lie across its columns (rs != 1, a C-ordered tall matrix, rows ld
+// apart) in groups of 32.  H100, one process, against each lane copying its own row
+// (the one way before): float 32 x 24 1088 -> 1002 us, double 2026 -> 1735; in groups
+// of 16 no gain (float 16 x 12 650 -> 703, double 1064 -> 1066), and dealt out for
+// every matrix the two syncs and the longer loop cost 4-18 % at 8 x 8 and 16 x 16.
+template <int G, typename R> __device__ __forceinline__ bool gebd2_lanes_dealt(const Gebd2LanesView<R>& v) {
+  return G == 32 && v.rs != 1;
+}
+
+// The copy of the matrix in view into the group's stage.  Each lane copies its own
+// row (at each c the lanes read consecutive addresses when rs == 1), or, when
+// gebd2_lanes_dealt, the group deals the entries out in memory order
+// (for_each_element: cs == 1, each instruction reads consecutive addresses) and the
+// lanes write each other's slots: the caller then syncs the group before the copy,
+// once every lane has read its row of the stage, and after the wait.
+template <int G, int NC, typename R>
+__device__ __forceinline__ void gebd2_lanes_fetch(ThreadGroup<G> g, const Gebd2LanesView<R>& v, R* stage) {
+  constexpr int SLD = gebd2_stage_ld(G);
+  const int cols = v.cols < NC ? v.cols : NC;
+  if (!gebd2_lanes_dealt<G>(v)) {
+    // A rolled loop with a running address: unrolled, the 32 addresses were live beside
+    // the matrix (double 32 x 32: 198 registers against 168).
+    if (g.rank < v.rows) {
+      const R* src = v.mat + g.rank * v.rs;
+#pragma unroll 1
+      for (int c = 0; c < cols; ++c, src += v.cs) copy_async(stage + c * SLD + g.rank, src);
+    }
+  } else {
+    for_each_element(g, cols, v.rows, [&](int c, int i) { copy_async(stage + c * SLD + i, v.mat + c + i * v.rs); });
+  }
+  stage_commit();
+}
+
+// A group's walk over its matrices b = first, first + step, ... < count of the
+// accessor A (each at most G rows and NC columns in view): the next matrix is copied
+// by cp.async into the group's stage (NC gebd2_stage_ld(G) entries) while the group
+// works on the current one; each is read into registers, scaled by 2^-x (exact) so
+// that its largest entry is in [1/2, 1), and bidiagonalized by gebd2_lanes<KEEP>.
+// Then done(b, a, d, e, tq, tp, x) with the results (scaled), or bad(b) for a matrix
+// with NaN/Inf (not reduced).  Every lane of the group calls both.  (ncu, double 32 x
+// 32: a sixth of the time waited on the matrix's loads without the stage; measured,
+// the gain came as much with one matrix a group, nothing to overlap: see design.md.)
+template <int G, int NC, bool KEEP, class MatA, class Bad, class Done>
+__device__ __forceinline__ void gebd2_lanes_batch(ThreadGroup<G> g, const MatA& A, long long first, long long step,
+                                                  long long count, typename MatA::value_type* stage,
+                                                  Gebd2LanesShared<G, NC, typename MatA::value_type>& sh, Bad bad,
+                                                  Done done) {
+  using R = typename MatA::value_type;
+  static_assert(NC >= 1 && NC <= G && G <= 32, "at most G columns, G <= 32 rows");
+  constexpr int SLD = gebd2_stage_ld(G);
+  const int i = g.rank;
+  // The view is built again for each copy rather than carried through the
+  // reduction, where its fields would hold registers.
+  if (first < count) gebd2_lanes_fetch<G, NC>(g, Gebd2LanesView<R>(A, first), stage);
+  for (long long b = first; b < count; b += step) {
+    const Gebd2LanesView<R> v(A, b);
+    const int cols = v.cols;
+    R a[NC];
+    R amax = R(0);
+    bool nonfinite = false;
+    stage_wait<0>();
+    if (gebd2_lanes_dealt<G>(v)) g.sync();  // the group copied the rows together
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const R x = (i < v.rows && c < cols) ? stage[c * SLD + i] : R(0);
+      a[c] = x;
+      nonfinite = nonfinite || !bd_finite(x);
+      amax = bd_max(amax, bd_abs(x));
+    }
+    if (b + step < count) {
+      const Gebd2LanesView<R> next(A, b + step);
+      if (gebd2_lanes_dealt<G>(next)) g.sync();  // its copy writes every lane's slots: rows read first
+      gebd2_lanes_fetch<G, NC>(g, next, stage);
+    }
+#pragma unroll
+    for (int s = G / 2; s >= 1; s /= 2) amax = bd_max(amax, shfl_xor(amax, s, g.lanes()));
+    if (__any_sync(g.lanes(), nonfinite)) {
+      bad(b);
+      continue;
+    }
+    const int x = amax > R(0) ? bd_exponent(amax) : 0;
+    if (x != 0) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c) a[c] = bd_ldexp(a[c], -x);
+    }
+    R d, e, tq, tp;
+    if (cols == NC)  // the common case, without column guards (gebd2_lanes' FULL)
+      gebd2_lanes<G, NC, true, KEEP>(g, a, cols, d, e, tq, tp, sh);
+    else
+      gebd2_lanes<G, NC, false, KEEP>(g, a, cols, d, e, tq, tp, sh);
+    done(b, a, d, e, tq, tp, x);
   }
 }
 

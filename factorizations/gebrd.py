@@ -19,15 +19,17 @@ import numpy as np
 
 from .. import _arrays as ar
 from .. import _launch as ln
+from .. import settings as bs
 from .._batch import MatrixBatch
 from .._operands import matrix_operand
 from ..device_functions import build
 from . import _solvers as sv
 from ._householder import larf_left, larf_right, larfg, real_dtype
-from .gebrd_settings import (GEBRD_SETTINGS, ORGBR_SETTINGS, GebrdSetting, check_gebrd_setting,
-                             choose_gebrd_setting, choose_orgbr_setting, plan_gebrd, plan_orgbr)
+from .gebrd_settings import (GEBRD_SETTINGS, LANES_THREADS, ORGBR_SETTINGS, GebrdSetting, check_gebrd_fits,
+                             check_gebrd_setting, choose_gebrd_setting, choose_orgbr_setting, plan_gebrd, plan_orgbr)
 
 SOURCE = Path(__file__).with_name("gebrd.cu")
+LANES_SOURCE = Path(__file__).with_name("gebrd_lanes.cu")  # the lanes design (real types)
 # ORGBR's list path always uses the variable accessors (the output shapes differ from
 # the input's), so it is registered for the uniform and variable layouts only.
 
@@ -36,6 +38,8 @@ def gebrd_kernel_name(layout: str, dtype, setting: GebrdSetting) -> str:
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     accessors = (f"{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, real_dtype(dtype))}, "
                  f"{ln.accessor_type(vec, dtype)}, {setting.template_args()}")
+    if setting.lanes:
+        return f"gebrd_lanes_kernel<{accessors}>"
     if setting.blocked:
         return f"gebrd_blocked_kernel<{accessors}, {setting.nb}>"
     return f"gebrd_kernel<{accessors}, {'true' if setting.stage else 'false'}>"
@@ -47,8 +51,11 @@ def orgbr_kernel_name(layout: str, dtype, setting: GebrdSetting, want_p: bool) -
             f"{ln.accessor_type(vec, dtype)}, {setting.template_args()}, {'true' if want_p else 'false'}>")
 
 
+build.register(LANES_SOURCE, [gebrd_kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
+                              for dt in ar.SUPPORTED_DTYPES for s in GEBRD_SETTINGS
+                              if s.lanes and np.dtype(dt).kind == "f"])
 build.register(SOURCE, [gebrd_kernel_name(layout, dt, s) for layout in ln.LAYOUT_ACCESSORS
-                        for dt in ar.SUPPORTED_DTYPES for s in GEBRD_SETTINGS]
+                        for dt in ar.SUPPORTED_DTYPES for s in GEBRD_SETTINGS if not s.lanes]
                + [orgbr_kernel_name(layout, dt, s, p) for layout in ("uniform", "variable")
                   for dt in ar.SUPPORTED_DTYPES for s in ORGBR_SETTINGS for p in (False, True)])
 
@@ -68,9 +75,10 @@ def gebrd(A, *, overwrite_a=False, setting=None):
         Allow the result ``a`` to reuse A's memory (when its dtype and memory
         layout allow; check ``a is A``).  Default False: A is never modified.
     setting : GebrdSetting, optional
-        Force a kernel setting; default chosen by shape.  On the CPU backend a
-        blocked setting (``nb > 0``) runs the blocked algorithm with the same
-        panel width; the unblocked settings run the unblocked sweep.
+        Force a kernel setting; default chosen by shape and dtype.  On the CPU
+        backend a blocked setting (``nb > 0``) runs the blocked algorithm with
+        the same panel width; the others run the unblocked sweep.  A lanes
+        setting takes real matrices of at most its group's rows and columns.
 
     Returns
     -------
@@ -113,6 +121,7 @@ def gebrd(A, *, overwrite_a=False, setting=None):
     if A.ndim < 2:
         raise ValueError(f"A must have shape (..., m, n), got shape {A.shape}")
     batch, (m, n) = tuple(A.shape[:-2]), A.shape[-2:]
+    check_gebrd_fits(setting, m, n, A.dtype)
     if xp is np:
         a = A if overwrite_a and A.flags.writeable and A.flags.c_contiguous else np.array(A, copy=True)
         count = int(np.prod(batch, dtype=np.int64))
@@ -216,7 +225,7 @@ def _gebrd_numpy(a, setting):
     count, m, n = a.shape
     if min(m, n) == 0 or count == 0:
         return _gebd2_numpy(a)
-    setting = setting or choose_gebrd_setting(m, n, a.dtype.itemsize)
+    setting = setting or choose_gebrd_setting(m, n, a.dtype)
     if setting.blocked:
         return _gebrd_blocked_numpy(a, setting.nb)
     return _gebd2_numpy(a)
@@ -404,7 +413,19 @@ def _sm_count() -> int:
 
 
 def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
-    plan = plan_gebrd(setting, m_max, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit(), _sm_count())
+    itemsize = np.dtype(dtype).itemsize
+    if setting.lanes:
+        kernel = build.get_kernel(LANES_SOURCE, gebrd_kernel_name(layout, dtype, setting))
+        dynamic, static = setting.lanes_smem_bytes(itemsize)
+        if dynamic + static > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = dynamic
+        # resident blocks only: each group then has several matrices, the next one's copy
+        # in flight while it reduces the current one (as svdvals_lanes)
+        resident = bs.resident_blocks(LANES_THREADS, dynamic + static, kernel.num_regs)
+        plan = plan_gebrd(setting, m_max, n_max, itemsize, count, sv.smem_limit(), _sm_count(), resident)
+        kernel((plan.grid,), (plan.block,), (*args, np.int64(count)), shared_mem=plan.smem)
+        return
+    plan = plan_gebrd(setting, m_max, n_max, itemsize, count, sv.smem_limit(), _sm_count())
     kernel = build.get_kernel(SOURCE, gebrd_kernel_name(layout, dtype, setting))
     if plan.smem > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = plan.smem
@@ -460,7 +481,7 @@ def _gebrd_cupy(xp, A, batch, m, n, overwrite_a, setting):
     taup = xp.empty((*batch, k), dtype)
     info = xp.zeros(batch, np.int32)
     if count and k:
-        setting = setting or choose_gebrd_setting(m, n, dtype.itemsize, sv.smem_limit())
+        setting = setting or choose_gebrd_setting(m, n, dtype, sv.smem_limit())
         vec = lambda x, length: ln.pack("UniformVector", x.data.ptr, length, 1)  # noqa: E731
         args = (ln.pack("UniformMatrix", op.base, op.stride, op.ld, m, n), vec(d, k), vec(e, max(k - 1, 0)),
                 vec(tauq, k), vec(taup, k))
@@ -504,6 +525,8 @@ def _gebrd_list(A, setting):
     batch = A if isinstance(A, MatrixBatch) else MatrixBatch.from_list(A, "A")
     xp, count, dtype = batch.xp, batch.count, batch.dtype
     R = real_dtype(dtype)
+    if count:
+        check_gebrd_fits(setting, *(max(dims) for dims in zip(*batch.shapes)), dtype)
     if xp is np:
         outs = [gebrd(np.asarray(x, dtype=dtype), setting=setting) for x in batch.arrays_user]
         return (*([o[j] for o in outs] for j in range(5)), np.zeros(count, np.int32))
@@ -516,7 +539,7 @@ def _gebrd_list(A, setting):
     p_ptr, taup = _device_pointers(xp, xp.empty(sum(ks), dtype), ks)
     m_max, n_max = work.view_dims_max
     if count and min(m_max, n_max):
-        setting = setting or choose_gebrd_setting(m_max, n_max, dtype.itemsize, sv.smem_limit())
+        setting = setting or choose_gebrd_setting(m_max, n_max, dtype, sv.smem_limit())
         vec = lambda p: ln.pack("PointerVector", p.data.ptr, 0, 1)  # noqa: E731
         args = (work.struct(), vec(d_ptr), vec(e_ptr), vec(q_ptr), vec(p_ptr))
         _launch_gebrd(work.layout, dtype, setting, m_max, n_max, count, args)

@@ -15,6 +15,11 @@ GEMVs), ``stage`` and ``nb``, three designs, one thread block per matrix in all:
 * global (``stage=False``, ``nb=0``): the unblocked sweep in device memory.  No
   longer registered: a blocked setting on a matrix with min(m, n) <= nb runs
   exactly this sweep (no panel), so the blocked kernel covers it.
+* lanes (``lanes=True``, real types, max(m, n) <= dim_x): a group of dim_x lanes
+  per matrix instead of a block, the matrix a row a lane in registers
+  (``factorizations/gebrd_lanes.cu`` over ``device_functions/gebd2_lanes.cuh``,
+  the bidiagonalization of svdvals with the reflectors kept), 128 threads a
+  block.
 
 Planning is pure: the CPU tests check it.  The NumPy backend follows the same
 choice (blocked settings run the blocked algorithm with the same nb).
@@ -23,6 +28,8 @@ choice (blocked settings run the blocked algorithm with the same nb).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from .._launch import grid_for
 
@@ -35,6 +42,15 @@ def _align16(nbytes: int) -> int:
     return -(-nbytes // 16) * 16
 
 
+def lanes_shared_bytes(group: int, cols: int, itemsize: int, threads: int = 128) -> tuple[int, int]:
+    """(dynamic, static) shared bytes of a 128-thread block of the lanes design
+    (gebd2_lanes.cuh, for gebrd_lanes_kernel and svdvals' gebd2_lanes_kernel): each
+    group's stage for its next matrix (cols (group + 1) entries: gebd2_stage_ld) and
+    its Gebd2LanesShared (tile cols x (group + 2), w cols)."""
+    groups = threads // group
+    return groups * cols * (group + 1) * itemsize, groups * cols * (group + 3) * itemsize
+
+
 @dataclass(frozen=True)
 class GebrdSetting:
     """DIM_X x DIM_Y threads per matrix; ``stage`` keeps the matrix in shared memory;
@@ -44,10 +60,17 @@ class GebrdSetting:
     dim_y: int
     stage: bool = True
     nb: int = 0
+    lanes: bool = False  # dim_x lanes a matrix (dim_y 1, stage False, nb 0)
 
     @property
     def blocked(self) -> bool:
         return self.nb > 0
+
+    def fits(self, m: int, n: int, dtype) -> bool:
+        """Whether this setting can reduce m x n matrices of ``dtype`` (the lanes design:
+        real types, max(m, n) <= its group; the others: any; the staged design's shared
+        memory is checked by plan_gebrd)."""
+        return not self.lanes or (np.dtype(dtype).kind == "f" and max(m, n) <= self.dim_x)
 
     @property
     def threads(self) -> int:
@@ -80,15 +103,23 @@ class GebrdSetting:
         return (mat + _align16(max(m_max, n_max, 1) * itemsize) + _align16(self.gemv_work_elems() * itemsize)
                 + self.vector_work_bytes())
 
+    def lanes_smem_bytes(self, itemsize: int) -> tuple[int, int]:
+        """(dynamic, static) shared bytes of gebrd_lanes_kernel (lanes_shared_bytes)."""
+        return lanes_shared_bytes(self.dim_x, self.dim_x, itemsize)
+
     def orgbr_smem_bytes(self, len_max: int, itemsize: int) -> int:
         """Dynamic shared memory of orgbr_kernel (sv, w, gemv work, vector work)."""
         return (2 * _align16(max(len_max, 1) * itemsize) + _align16(self.gemv_work_elems() * itemsize)
                 + self.vector_work_bytes())
 
     def template_args(self) -> str:
+        if self.lanes:  # G, NC of gebrd_lanes_kernel: square groups
+            return f"{self.dim_x}, {self.dim_x}"
         return f"{self.dim_x}, {self.dim_y}"
 
     def __str__(self) -> str:
+        if self.lanes:
+            return f"gebrd{self.dim_x}lanes"
         design = f"blocked{self.nb}" if self.blocked else ("staged" if self.stage else "global")
         return f"gebrd{self.dim_x}x{self.dim_y}{design}"
 
@@ -103,7 +134,10 @@ class GebrdSetting:
 _SHAPES = ((8, 4), (16, 4), (32, 4), (32, 8))
 STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in (*_SHAPES, (32, 16)))
 BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 32))
-GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS)
+# The lanes design's groups (those of svdvals' DqdsSetting): 8, 16 or 32 rows a matrix.
+LANES_SETTINGS = tuple(GebrdSetting(g, 1, False, 0, True) for g in (8, 16, 32))
+LANES_THREADS = 128  # gebrd_lanes.cu's block
+GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *LANES_SETTINGS)
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 
@@ -146,9 +180,11 @@ def _staged_shape(dim: int, itemsize: int) -> tuple[int, int]:
     return 32, 16
 
 
-def choose_gebrd_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 1024) -> GebrdSetting:
-    """Default setting for the largest (m, n) of a batch.
+def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) -> GebrdSetting:
+    """Default setting for the largest (m, n) of a batch of ``dtype``.
 
+    * lanes for real matrices up to 32 x 32: the smallest group (8, 16, 32) that
+      holds max(m, n) rows;
     * big-tile (staged) while the matrix fits into the device's opt-in shared
       memory (227 KiB on H100: square up to n = 166 in float64, 117 in
       complex128, 238 in float32), tall and wide too: on the H100 it beats
@@ -161,6 +197,11 @@ def choose_gebrd_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 
       on narrow matrices (min(m, n) <= 16) too long for shared memory that is
       the unblocked sweep in device memory (no panel).
     """
+    dtype = np.dtype(dtype)
+    itemsize = dtype.itemsize
+    lanes = next((s for s in LANES_SETTINGS if s.fits(m, n, dtype)), None)
+    if lanes is not None:
+        return lanes
     x, y = _staged_shape(max(m, n), itemsize)
     for s in sorted(STAGED_SETTINGS, key=lambda s: -s.threads):
         # Half the threads at most: smaller blocks lose to the blocked design there
@@ -180,16 +221,24 @@ class GebrdPlan:
 
 
 def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, count: int,
-               smem_limit: int, sm_count: int = 132) -> GebrdPlan:
+               smem_limit: int, sm_count: int = 132, resident: int = 0) -> GebrdPlan:
     """Grid, block and shared memory of one gebrd_kernel launch (pure).
 
-    One block per matrix, at most 2^31 - 1 blocks (grid-stride loop beyond).
+    Lanes: 128 threads, 128 / group matrices a block at once, the grid at most the
+    ``resident`` blocks when given (each group then walks several matrices, the
+    next one's copy in flight while it reduces the current one, as svdvals'),
+    ``smem`` the dynamic part (the stages).
+    Otherwise one block per matrix, at most 2^31 - 1 blocks (grid-stride loop beyond).
     A staged setting whose matrix does not fit is a ValueError before launch.
     Blocked: X and Y go into shared memory when the whole layout fits the
     limit; otherwise into a device workspace of one (m_max + n_max) nb slot per
     block, the grid then capped at the blocks the device holds at once by their
     thread count (sm_count * 2048 / threads) so the workspace stays small.
     """
+    if setting.lanes:
+        grid = grid_for(count, LANES_THREADS // setting.dim_x)
+        return GebrdPlan(min(grid, resident) if resident else grid, LANES_THREADS,
+                         setting.lanes_smem_bytes(itemsize)[0])
     if setting.blocked:
         if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
             smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
@@ -232,3 +281,11 @@ def check_gebrd_setting(setting) -> None:
     if setting not in GEBRD_SETTINGS:
         raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
                          f"{', '.join(map(repr, GEBRD_SETTINGS))}")
+
+
+def check_gebrd_fits(setting, m_max: int, n_max: int, dtype) -> None:
+    """A forced lanes setting on complex matrices or ones longer than its group: a
+    ValueError before any work (both backends)."""
+    if setting is not None and not setting.fits(m_max, n_max, dtype):
+        raise ValueError(f"setting {setting} reduces real matrices of at most {setting.dim_x} rows and "
+                         f"columns, got {m_max} x {n_max} {np.dtype(dtype).name}")

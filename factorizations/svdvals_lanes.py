@@ -32,6 +32,7 @@ import numpy as np
 from .. import _launch as ln
 from .. import settings as sv
 from ..device_functions import build
+from .gebrd_settings import lanes_shared_bytes
 from .svd_settings import DQDS_SETTINGS, DqdsSetting
 
 SOURCE = Path(__file__).with_name("svdvals_lanes.cu")
@@ -54,13 +55,9 @@ build.register(SOURCE, [gebd2_kernel_name(dt, s) for dt in _REAL_DTYPES for s in
 
 
 def gebd2_stage_bytes(setting: DqdsSetting, itemsize: int) -> tuple[int, int]:
-    """(dynamic, static) shared bytes of gebd2_lanes_kernel: the next matrices' stage
-    (NC (G + 1) entries a group: gebd2_stage_ld) and the groups' Gebd2LanesShared
-    (tile NC x (G + 2), w NC)."""
-    groups = GEBD2_LANES_THREADS // setting.group
-    dynamic = groups * setting.cols * (setting.group + 1) * itemsize
-    static = groups * setting.cols * (setting.group + 3) * itemsize
-    return dynamic, static
+    """(dynamic, static) shared bytes of gebd2_lanes_kernel (the lanes design's:
+    gebrd_settings.lanes_shared_bytes)."""
+    return lanes_shared_bytes(setting.group, setting.cols, itemsize, GEBD2_LANES_THREADS)
 
 
 def lasq_plan(k: int, itemsize: int):

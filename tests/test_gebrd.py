@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batched.factorizations.gebrd import _gebd2_numpy, _gebrd_blocked_numpy, gebrd, orgbr
-from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS, GebrdSetting,
+from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS, LANES_SETTINGS, GebrdSetting,
                                                    choose_gebrd_setting, plan_gebrd, plan_orgbr)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, batch_shapes, random_array
@@ -171,6 +171,8 @@ def test_gebrd_residuals(xp, setting, data):
     if xp is np and setting is not None:  # past the panel width, where the blocked algorithm differs
         m, n = m + setting.nb, n + setting.nb + (m % 3) - 1
         batch = batch[:1]
+    if setting is not None and setting.lanes:  # real matrices in the group (the shapes drawn folded into it)
+        m, n, dtype = m % (setting.dim_x + 1), n % (setting.dim_x + 1), real_of(dtype)
     if setting is not None and setting.stage and setting.smem_bytes(m, n, dtype.itemsize) > 227 * 1024:
         return
     A = make_matrices(np.random.default_rng(seed), batch, m, n, dtype, kind)
@@ -361,25 +363,31 @@ def test_bad_arguments(xp):
 
 
 def test_chooser_and_plan():
-    s = choose_gebrd_setting(8, 8, 8)
+    # real matrices up to 32 x 32: the lanes design, the smallest group that holds the rows
+    assert choose_gebrd_setting(8, 8, np.float64) == LANES_SETTINGS[0] == GebrdSetting(8, 1, False, 0, True)
+    assert choose_gebrd_setting(9, 3, np.float32) == GebrdSetting(16, 1, False, 0, True)
+    assert choose_gebrd_setting(17, 32, np.float64) == choose_gebrd_setting(32, 1, np.float32) == LANES_SETTINGS[2]
+    assert all(s.lanes for s in LANES_SETTINGS) and str(LANES_SETTINGS[1]) == "gebrd16lanes"
+    s = choose_gebrd_setting(8, 8, np.complex64)
     assert s.stage and s.threads == 32
-    assert choose_gebrd_setting(64, 64, 8).stage
-    assert choose_gebrd_setting(127, 127, 8).stage
+    assert choose_gebrd_setting(33, 33, np.float64) == GebrdSetting(16, 4, True)
+    assert choose_gebrd_setting(64, 64, np.complex64).stage
+    assert choose_gebrd_setting(127, 127, np.float64).stage
     # big-tile wherever it fits (measured faster than the blocked design there), with
     # the measured thread shapes; the blocked design beyond
-    assert choose_gebrd_setting(32, 32, 8) == GebrdSetting(8, 4, True)
-    assert choose_gebrd_setting(64, 64, 4) == GebrdSetting(16, 4, True)
-    assert choose_gebrd_setting(96, 96, 4) == GebrdSetting(32, 4, True)
-    assert choose_gebrd_setting(128, 128, 8) == GebrdSetting(32, 8, True)
-    assert choose_gebrd_setting(160, 160, 8) == GebrdSetting(32, 16, True)
-    assert choose_gebrd_setting(166, 166, 8) == GebrdSetting(32, 8, True)  # 32 x 16's GEMV work does not fit
-    assert choose_gebrd_setting(167, 167, 8) == GebrdSetting(32, 8, False, 16)
-    big = choose_gebrd_setting(300, 300, 8)
+    assert choose_gebrd_setting(32, 32, np.complex64) == GebrdSetting(8, 4, True)
+    assert choose_gebrd_setting(64, 64, np.float32) == GebrdSetting(16, 4, True)
+    assert choose_gebrd_setting(96, 96, np.float32) == GebrdSetting(32, 4, True)
+    assert choose_gebrd_setting(128, 128, np.float64) == GebrdSetting(32, 8, True)
+    assert choose_gebrd_setting(160, 160, np.float64) == GebrdSetting(32, 16, True)
+    assert choose_gebrd_setting(166, 166, np.float64) == GebrdSetting(32, 8, True)  # 32 x 16's GEMV work does not fit
+    assert choose_gebrd_setting(167, 167, np.float64) == GebrdSetting(32, 8, False, 16)
+    big = choose_gebrd_setting(300, 300, np.float64)
     assert big.blocked and not big.stage and big.threads == 256 and big.nb == 16
     # tall / wide stay big-tile while they fit, whatever their length
-    assert choose_gebrd_setting(200, 100, 8).stage and choose_gebrd_setting(100, 200, 8).stage
+    assert choose_gebrd_setting(200, 100, np.float64).stage and choose_gebrd_setting(100, 200, np.float64).stage
     # narrow ones too long for shared memory: the blocked kernel (no panel: the sweep in device memory)
-    assert choose_gebrd_setting(5000, 8, 8).blocked
+    assert choose_gebrd_setting(5000, 8, np.float64).blocked
     # staged: matrix + w + GEMV and vector work; 16-byte aligned parts
     assert s.smem_bytes(8, 8, 8) == 8 * 8 * 8 + 64
     assert GebrdSetting(32, 8, True).smem_bytes(100, 50, 16) == 100 * 50 * 16 + 1600 + 32 * 8 * 4 * 16 + 8 * 48
@@ -392,8 +400,36 @@ def test_chooser_and_plan():
         plan_gebrd(GebrdSetting(32, 8, True), 300, 300, 8, 1, 227 * 1024)
     assert plan_orgbr(GebrdSetting(32, 4, False), 100, 8, 5, 227 * 1024).smem == 2 * 800 + 32 * 4 * 4 * 8 + 4 * 48
     # the switch to the blocked design follows the shared-memory limit too
-    assert choose_gebrd_setting(117, 117, 16).stage and choose_gebrd_setting(118, 118, 16).blocked
-    assert choose_gebrd_setting(100, 100, 8, smem_limit=48 * 1024).blocked
+    assert choose_gebrd_setting(117, 117, np.complex128).stage
+    assert choose_gebrd_setting(118, 118, np.complex128).blocked
+    assert choose_gebrd_setting(100, 100, np.float64, smem_limit=48 * 1024).blocked
+
+
+def test_lanes_plan_and_fit():
+    g32, g8 = LANES_SETTINGS[2], LANES_SETTINGS[0]
+    # four groups of 32 a block: stages of 32 x 33 entries, tiles of 32 x 34 and w of 32
+    assert g32.lanes_smem_bytes(8) == (4 * 32 * 33 * 8, 4 * 32 * 35 * 8)
+    assert g8.lanes_smem_bytes(4) == (16 * 8 * 9 * 4, 16 * 8 * 11 * 4)
+    plan = plan_gebrd(g32, 32, 20, 8, 70_000, 227 * 1024)
+    assert (plan.grid, plan.block, plan.smem) == (17_500, 128, 4 * 32 * 33 * 8)
+    assert plan_gebrd(g8, 8, 8, 8, 70_001, 227 * 1024, resident=264).grid == 264
+    assert plan_gebrd(g8, 8, 8, 8, 17, 227 * 1024, resident=264).grid == 2
+    assert g8.fits(8, 3, np.float32) and g8.fits(0, 8, np.float64)
+    assert not g8.fits(9, 3, np.float32) and not g8.fits(4, 4, np.complex64)
+    assert GebrdSetting(32, 8, True).fits(500, 500, np.complex128)
+
+
+@pytest.mark.parametrize("setting, shape, dtype", [
+    (LANES_SETTINGS[0], (9, 4), np.float64), (LANES_SETTINGS[1], (4, 17), np.float32),
+    (LANES_SETTINGS[2], (4, 4), np.complex64), (LANES_SETTINGS[2], (40, 2), np.float32)], ids=str)
+def test_lanes_setting_that_does_not_fit(xp, setting, shape, dtype):
+    """A forced lanes setting on complex matrices or ones too long: ValueError on both backends
+    (stacked and lists)."""
+    A = to_xp(xp, np.ones((2, *shape), dtype))
+    with pytest.raises(ValueError, match="real matrices"):
+        gebrd(A, setting=setting)
+    with pytest.raises(ValueError, match="real matrices"):
+        gebrd([A[0], A[1][:1]], setting=setting)
 
 
 def test_blocked_plan():

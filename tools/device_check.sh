@@ -10,7 +10,7 @@
 # tests:A,B       pytest -m gpu tests/test_A.py tests/test_B.py, failures named as they happen in
 #                 failures_A_B.txt (BATCHED_EXAMPLES=N: hypothesis examples;
 #                 MAXFAIL=N: stop after N failures, default 1; TESTS_LIMIT=S: seconds, default 300;
-#                 TESTS_K=EXPR: only tests matching pytest's -k EXPR)
+#                 TESTS_K=EXPR: only tests matching pytest's -k EXPR; JOBS=N: pytest-xdist workers)
 # sanitize:S,T    compute-sanitizer memcheck (--quick) and racecheck (--race) on sections of tools/sanitize.py
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
@@ -58,7 +58,7 @@ for arg in "$@"; do
       # failures are named in failures_*.txt as they happen (tests/conftest.py), even when
       # the step is killed at its limit before pytest's summary
       BATCHED_FAILURE_LOG="$OUT/failures_${what//,/_}.txt" \
-        step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} $files
+        step "tests_${what//,/_}" "${TESTS_LIMIT:-300}" python3 -m pytest -q -m gpu --maxfail="${MAXFAIL:-1}" --tb=short -rf -p no:cacheprovider ${JOBS:+-n "$JOBS"} ${TESTS_K:+-k "$TESTS_K"} $files
       grep -m12 "^FAILED\|^ERROR\|Fatal" "$OUT/tests_${what//,/_}.log"
       if [ -s "$OUT/failures_${what//,/_}.txt" ]; then head -12 "$OUT/failures_${what//,/_}.txt"; fi ;;
     sanitize)

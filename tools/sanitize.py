@@ -445,11 +445,31 @@ def section_gebrd():
                 bt.orgbr("P", a, tp)
                 checks += 3
         for s in bt.GEBRD_SETTINGS:
+            if s.lanes:
+                continue
             bt.gebrd(rand((2, 70, 45), dtype), setting=s)
             bt.gebrd(rand((2, 45, 70), dtype), setting=s)
             checks += 2
         bt.gebrd([rand((int(m), int(n)), dtype) for m, n in rng.integers(0, 40, (33, 2))])
         checks += 1
+    # the lanes design (real types): every group at and below its size, tall and wide (the
+    # transposed view's strided stores and, in groups of 32, the dealt copy), a group's walk
+    # over several matrices (batch 65,537: the next matrix's copy in flight), NaN matrices, lists
+    for dtype in (np.float64,) if race else (np.float32, np.float64):
+        for s in bt.GEBRD_SETTINGS:
+            if not s.lanes:
+                continue
+            g = s.dim_x
+            for m, n in ((g, g), (g, g - 3), (g - 3, g), (1, g), (g, 1)):
+                for batch in (1, 3) if race else (1, 65537):
+                    if batch > 1 and (m, n) != (g, g - 3):
+                        continue
+                    a = rand((batch, m, n), dtype)
+                    a[batch // 2, 0, 0] = np.nan
+                    bt.gebrd(a, setting=s)
+                    checks += 1
+            bt.gebrd([rand((int(m), int(n)), dtype) for m, n in rng.integers(0, g + 1, (9, 2))], setting=s)
+            checks += 1
 
 
 def _lu_dtypes():
