@@ -25,8 +25,8 @@ takes the staged design wherever it fits (measured faster there).
 
 Lanes cases (note "lanes", ``--lanes`` runs only these): float64 and float32, n
 in 4..32 square, 32 x 16 and 16 x 32, the lanes design (a group of 8-32 lanes a
-matrix, in registers; the chooser's default for real matrices up to 32) forced
-next to the staged setting the chooser took there before it.
+matrix, in registers; for the chooser once measured: gebrd_settings.LANES_BY_DEFAULT)
+forced next to the staged setting the chooser takes there.
 
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
@@ -48,7 +48,7 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from batched.factorizations.gebrd import gebrd  # noqa: E402
 from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS,  # noqa: E402
-                                                   LANES_SETTINGS, GebrdSetting, _staged_shape)
+                                                   GebrdSetting, _staged_shape, lanes_setting_for)
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
@@ -82,12 +82,12 @@ LANES_SHAPES = ((4, 4), (8, 8), (12, 12), (16, 16), (24, 24), (32, 32), (32, 16)
 
 
 def lanes_cases() -> list[Case]:
-    """The lanes design against the staged setting the chooser took before it, both forced."""
+    """The lanes design against the staged setting the chooser takes there, both forced."""
     out = []
     for dt in ("float64", "float32"):
         for m, n in LANES_SHAPES:
             staged = GebrdSetting(*_staged_shape(max(m, n), np.dtype(dt).itemsize), True)
-            lanes = next(s for s in LANES_SETTINGS if s.fits(m, n, dt))
+            lanes = lanes_setting_for(m, n, dt)
             out.extend(case(dt, m, n, s, "lanes") for s in (staged, lanes))
     return out
 

@@ -137,6 +137,12 @@ BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 3
 # The lanes design's groups (those of svdvals' DqdsSetting): 8, 16 or 32 rows a matrix.
 LANES_SETTINGS = tuple(GebrdSetting(g, 1, False, 0, True) for g in (8, 16, 32))
 LANES_THREADS = 128  # gebrd_lanes.cu's block
+# Whether the chooser gives real matrices up to 32 x 32 the lanes design.  Off until a
+# device run has passed its GPU tests and bench/gebrd.py --lanes has measured it against
+# the staged sweep it would replace: built 2026-12-07 (CPU tests, the sm_90 compile check
+# and a NumPy emulation of its steps against the CPU backend), when no GPU was to be had.
+# Until then it runs only when forced (setting=LANES_SETTINGS[i]).
+LANES_BY_DEFAULT = False
 GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *LANES_SETTINGS)
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
@@ -180,11 +186,17 @@ def _staged_shape(dim: int, itemsize: int) -> tuple[int, int]:
     return 32, 16
 
 
+def lanes_setting_for(m: int, n: int, dtype):
+    """The lanes setting for m x n matrices of ``dtype``: the smallest group (8, 16, 32)
+    that holds max(m, n) rows, for real types; None otherwise."""
+    return next((s for s in LANES_SETTINGS if s.fits(m, n, dtype)), None)
+
+
 def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) -> GebrdSetting:
     """Default setting for the largest (m, n) of a batch of ``dtype``.
 
-    * lanes for real matrices up to 32 x 32: the smallest group (8, 16, 32) that
-      holds max(m, n) rows;
+    * lanes for real matrices up to 32 x 32 (:func:`lanes_setting_for`) once
+      ``LANES_BY_DEFAULT`` is on (not yet: see there);
     * big-tile (staged) while the matrix fits into the device's opt-in shared
       memory (227 KiB on H100: square up to n = 166 in float64, 117 in
       complex128, 238 in float32), tall and wide too: on the H100 it beats
@@ -199,8 +211,8 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) ->
     """
     dtype = np.dtype(dtype)
     itemsize = dtype.itemsize
-    lanes = next((s for s in LANES_SETTINGS if s.fits(m, n, dtype)), None)
-    if lanes is not None:
+    lanes = lanes_setting_for(m, n, dtype)
+    if lanes is not None and LANES_BY_DEFAULT:
         return lanes
     x, y = _staged_shape(max(m, n), itemsize)
     for s in sorted(STAGED_SETTINGS, key=lambda s: -s.threads):

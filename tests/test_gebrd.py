@@ -20,8 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from batched.factorizations.gebrd import _gebd2_numpy, _gebrd_blocked_numpy, gebrd, orgbr
+from batched.factorizations import gebrd_settings as gs
 from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS, LANES_SETTINGS, GebrdSetting,
-                                                   choose_gebrd_setting, plan_gebrd, plan_orgbr)
+                                                   choose_gebrd_setting, lanes_setting_for, plan_gebrd, plan_orgbr)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, batch_shapes, random_array
 
@@ -275,6 +276,52 @@ def test_nan_stays_in_its_matrix(xp):
     assert np.isnan(d[2]).any()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_lanes_design_where_the_default_path_goes(xp, dtype):
+    """The lanes design forced on what the default path's tests give the chooser (it is not
+    the default until measured: gebrd_settings.LANES_BY_DEFAULT): a NaN and an Inf matrix
+    among clean ones (all of theirs NaN, the rest untouched), 70,000 matrices (each group
+    walks several, the next one's copy in flight), shapes 1 x n, n x 1 and every size to 32
+    square, tall and wide, in place, and lists with empty members."""
+    gpu_only_setting(xp, LANES_SETTINGS[0])
+    rng = rng_for("lanes", dtype)
+    A = make_matrices(rng, (5,), 7, 6, dtype, "random")
+    A[2, 3, 1], A[4, 0, 0] = np.nan, np.inf
+    out = [to_np(x) for x in gebrd(to_xp(xp, A), setting=lanes_setting_for(7, 6, dtype))]
+    clean = [0, 1, 3]
+    for x in out[:5]:
+        assert np.isfinite(x[clean]).all() and np.isnan(x[[2, 4]]).all()
+    rec, oq, op = ratios(A[clean], *(x[clean] for x in out[:5]), np)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+    many = make_matrices(rng, (70_000,), 12, 9, dtype, "random")
+    poison_pool(xp, result_bytes((70_000,), 12, 9, dtype))
+    out = gebrd(to_xp(xp, many), setting=LANES_SETTINGS[1])
+    pick = np.r_[0, 1, 35_000, 69_999]
+    rec, oq, op = ratios(many[pick], *(to_np(x)[pick] for x in out[:5]), np)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+    for m, n in [(1, 1), (1, 32), (32, 1), (2, 3)] + [(k, k) for k in range(3, 33, 3)] + [(32, 20), (20, 32)]:
+        A = make_matrices(rng, (3,), m, n, dtype, "random")
+        out = gebrd(to_xp(xp, A), setting=lanes_setting_for(m, n, dtype))
+        check_shapes(A, out)
+        rec, oq, op = ratios(A, *out[:5], xp)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (m, n, rec, oq, op)
+        check_singular_values(A, out[1], out[2])
+    ref = make_matrices(rng, (4,), 9, 5, dtype, "svd_geo")
+    A = arrange(xp, ref, "F")
+    out = gebrd(A, overwrite_a=True, setting=LANES_SETTINGS[1])
+    assert out[0] is A
+    rec, oq, op = ratios(ref, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+    shapes = [(5, 4), (0, 3), (8, 8), (1, 1), (3, 7), (8, 0)]
+    mats = [make_matrices(rng, (), m, n, dtype, "random") for m, n in shapes]
+    a, d, e, tauq, taup, info = gebrd([to_xp(xp, x) for x in mats], setting=LANES_SETTINGS[0])
+    for i, x in enumerate(mats):
+        if min(x.shape) == 0:
+            continue
+        rec, oq, op = ratios(x[None], *(to_np(v)[None] for v in (a[i], d[i], e[i], tauq[i], taup[i])), np)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (x.shape, rec, oq, op)
+
+
 # --- lists (pointer and variable layouts) ----------------------------------------------------
 
 
@@ -362,20 +409,35 @@ def test_bad_arguments(xp):
         gebrd([np.ones((2, 2)), np.ones(3)])
 
 
-def test_chooser_and_plan():
-    # real matrices up to 32 x 32: the lanes design, the smallest group that holds the rows
-    assert choose_gebrd_setting(8, 8, np.float64) == LANES_SETTINGS[0] == GebrdSetting(8, 1, False, 0, True)
-    assert choose_gebrd_setting(9, 3, np.float32) == GebrdSetting(16, 1, False, 0, True)
-    assert choose_gebrd_setting(17, 32, np.float64) == choose_gebrd_setting(32, 1, np.float32) == LANES_SETTINGS[2]
+def test_lanes_setting_for_shapes_and_the_chooser_switch(monkeypatch):
+    # real matrices up to 32 x 32: the smallest group that holds the rows
+    assert lanes_setting_for(8, 8, np.float64) == LANES_SETTINGS[0] == GebrdSetting(8, 1, False, 0, True)
+    assert lanes_setting_for(9, 3, np.float32) == GebrdSetting(16, 1, False, 0, True)
+    assert lanes_setting_for(17, 32, np.float64) == lanes_setting_for(32, 1, np.float32) == LANES_SETTINGS[2]
+    assert lanes_setting_for(33, 2, np.float64) is None and lanes_setting_for(4, 4, np.complex128) is None
     assert all(s.lanes for s in LANES_SETTINGS) and str(LANES_SETTINGS[1]) == "gebrd16lanes"
+    # the chooser takes them only once the switch is on (not yet measured on a GPU)
+    assert choose_gebrd_setting(8, 8, np.float64) == (LANES_SETTINGS[0] if gs.LANES_BY_DEFAULT
+                                                      else GebrdSetting(8, 4, True))
+    monkeypatch.setattr(gs, "LANES_BY_DEFAULT", True)
+    assert choose_gebrd_setting(20, 9, np.float32) == LANES_SETTINGS[2]
+    assert choose_gebrd_setting(20, 9, np.complex64) == GebrdSetting(8, 4, True)
+    monkeypatch.setattr(gs, "LANES_BY_DEFAULT", False)
+    assert choose_gebrd_setting(20, 9, np.float32) == GebrdSetting(8, 4, True)
+
+
+def test_chooser_and_plan(monkeypatch):
+    monkeypatch.setattr(gs, "LANES_BY_DEFAULT", False)  # the staged and blocked designs' choices
     s = choose_gebrd_setting(8, 8, np.complex64)
     assert s.stage and s.threads == 32
+    assert choose_gebrd_setting(8, 8, np.float64) == s
     assert choose_gebrd_setting(33, 33, np.float64) == GebrdSetting(16, 4, True)
     assert choose_gebrd_setting(64, 64, np.complex64).stage
     assert choose_gebrd_setting(127, 127, np.float64).stage
     # big-tile wherever it fits (measured faster than the blocked design there), with
     # the measured thread shapes; the blocked design beyond
-    assert choose_gebrd_setting(32, 32, np.complex64) == GebrdSetting(8, 4, True)
+    assert choose_gebrd_setting(32, 32, np.complex64) == choose_gebrd_setting(32, 32, np.float64) == GebrdSetting(
+        8, 4, True)
     assert choose_gebrd_setting(64, 64, np.float32) == GebrdSetting(16, 4, True)
     assert choose_gebrd_setting(96, 96, np.float32) == GebrdSetting(32, 4, True)
     assert choose_gebrd_setting(128, 128, np.float64) == GebrdSetting(32, 8, True)
