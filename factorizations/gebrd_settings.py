@@ -3,7 +3,9 @@
 A ``GebrdSetting`` becomes the template arguments of ``factorizations/gebrd.cu``:
 DIM_X x DIM_Y threads per matrix (the thread shape of the GEMVs inside
 ``bdf::larf_left`` (GEMV-T) and ``bdf::larf_right`` (GEMV-N), and of LABRD's
-GEMVs), ``stage`` and ``nb``, three designs, one thread block per matrix in all:
+GEMVs), ``stage`` and ``nb``, three designs with one thread block per matrix,
+and of ``factorizations/gebrd_lanes.cu`` (``lanes``), a fourth with a group of
+lanes per matrix:
 
 * staged (``stage=True``, ``nb=0``): big-tile, the unblocked sweep (xGEBD2) on
   the whole matrix copied into shared memory;
