@@ -220,6 +220,9 @@ __device__ __forceinline__ void gebd2_lanes_fetch(ThreadGroup<G> g, const Gebd2L
   stage_commit();
 }
 
+// The lanes design's block: GEBD2_LANES_BLOCK / G groups (gebrd_settings.LANES_THREADS).
+constexpr int GEBD2_LANES_BLOCK = 128;
+
 // A group's walk over its matrices b = first, first + step, ... < count of the
 // accessor A (each at most G rows and NC columns in view): the next matrix is copied
 // by cp.async into the group's stage (NC gebd2_stage_ld(G) entries) while the group
@@ -279,6 +282,22 @@ __device__ __forceinline__ void gebd2_lanes_batch(ThreadGroup<G> g, const MatA& 
       gebd2_lanes<G, NC, false, KEEP>(g, a, cols, d, e, tq, tp, sh);
     done(b, a, d, e, tq, tp, x);
   }
+}
+
+// A kernel of GEBD2_LANES_BLOCK threads on the accessor's count matrices: each group
+// walks (gebd2_lanes_batch) the matrices from its index in the grid, a grid's groups
+// apart, with its Gebd2LanesShared (static) and its stage in the kernel's dynamic
+// shared memory (NC gebd2_stage_ld(G) entries a group: gebrd_settings.lanes_shared_bytes).
+template <int G, int NC, bool KEEP, class MatA, class Bad, class Done>
+__device__ __forceinline__ void gebd2_lanes_grid(const MatA& A, long long count, Bad bad, Done done) {
+  using R = typename MatA::value_type;
+  constexpr int GROUPS = GEBD2_LANES_BLOCK / G;
+  __shared__ Gebd2LanesShared<G, NC, R> sh[GROUPS];
+  extern __shared__ unsigned char gebd2_lanes_stage[];
+  const int grp = int(threadIdx.x / G);
+  R* stage = reinterpret_cast<R*>(gebd2_lanes_stage) + grp * (NC * gebd2_stage_ld(G));
+  gebd2_lanes_batch<G, NC, KEEP>(ThreadGroup<G>(int(threadIdx.x % G)), A, (long long)blockIdx.x * GROUPS + grp,
+                                 (long long)gridDim.x * GROUPS, count, stage, sh[grp], bad, done);
 }
 
 }  // namespace bdf

@@ -19,22 +19,14 @@
 #include "layouts.cuh"
 #include "gebd2_lanes.cuh"
 
-constexpr int GEBRD_LANES_THREADS = 128;
-
 template <class MatA, class VecR, class VecT, int G, int NC>
-__global__ void __launch_bounds__(GEBRD_LANES_THREADS)
+__global__ void __launch_bounds__(bdf::GEBD2_LANES_BLOCK)
 gebrd_lanes_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count) {
   using R = typename MatA::value_type;
   static_assert(!bdf::is_complex_v<R>, "gebd2_lanes reduces real matrices");
-  constexpr int GROUPS = GEBRD_LANES_THREADS / G;
-  __shared__ bdf::Gebd2LanesShared<G, NC, R> sh[GROUPS];
-  extern __shared__ unsigned char gebrd_lanes_stage[];
-  const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
-  const int grp = int(threadIdx.x / G);
-  const int i = g.rank;
-  R* stage = reinterpret_cast<R*>(gebrd_lanes_stage) + grp * (NC * bdf::gebd2_stage_ld(G));
-  bdf::gebd2_lanes_batch<G, NC, true>(
-      g, A, (long long)blockIdx.x * GROUPS + grp, (long long)gridDim.x * GROUPS, count, stage, sh[grp],
+  const int i = int(threadIdx.x % G);
+  bdf::gebd2_lanes_grid<G, NC, true>(
+      A, count,
       [&](long long b) {
         const bdf::Gebd2LanesView<R> v(A, b);
         const R nan = bdf::bd_nan<R>();

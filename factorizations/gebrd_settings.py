@@ -40,16 +40,20 @@ GEMM_K = 8             # GebrdGemmTile::K (gebrd.cu): the trailing update's k st
 SOFT_SMEM = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
 
 
+# The lanes design's block (bdf::GEBD2_LANES_BLOCK, gebd2_lanes.cuh): 128 / group matrices at once.
+LANES_THREADS = 128
+
+
 def _align16(nbytes: int) -> int:
     return -(-nbytes // 16) * 16
 
 
-def lanes_shared_bytes(group: int, cols: int, itemsize: int, threads: int = 128) -> tuple[int, int]:
-    """(dynamic, static) shared bytes of a 128-thread block of the lanes design
-    (gebd2_lanes.cuh, for gebrd_lanes_kernel and svdvals' gebd2_lanes_kernel): each
+def lanes_shared_bytes(group: int, cols: int, itemsize: int) -> tuple[int, int]:
+    """(dynamic, static) shared bytes of a block of the lanes design (gebd2_lanes.cuh's
+    gebd2_lanes_grid, for gebrd_lanes_kernel and svdvals' gebd2_lanes_kernel): each
     group's stage for its next matrix (cols (group + 1) entries: gebd2_stage_ld) and
     its Gebd2LanesShared (tile cols x (group + 2), w cols)."""
-    groups = threads // group
+    groups = LANES_THREADS // group
     return groups * cols * (group + 1) * itemsize, groups * cols * (group + 3) * itemsize
 
 
@@ -138,7 +142,6 @@ STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in (*_SHAPES, (32, 16)
 BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 32))
 # The lanes design's groups (those of svdvals' DqdsSetting): 8, 16 or 32 rows a matrix.
 LANES_SETTINGS = tuple(GebrdSetting(g, 1, False, 0, True) for g in (8, 16, 32))
-LANES_THREADS = 128  # gebrd_lanes.cu's block
 # Whether the chooser gives real matrices up to 32 x 32 the lanes design.  Off until a
 # device run has passed its GPU tests and bench/gebrd.py --lanes has measured it against
 # the staged sweep it would replace: built 2026-12-07 (CPU tests, the sm_90 compile check

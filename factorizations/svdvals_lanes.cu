@@ -24,23 +24,15 @@
 #include "gebd2_lanes.cuh"
 #include "lasq.cuh"
 
-constexpr int GEBD2_LANES_THREADS = 128;
-
 template <class MatA, int G, int NC>
-__global__ void __launch_bounds__(GEBD2_LANES_THREADS)
+__global__ void __launch_bounds__(bdf::GEBD2_LANES_BLOCK)
 gebd2_lanes_kernel(MatA A, typename MatA::value_type* d_out, typename MatA::value_type* e_out, long long k_ld,
                    int* scale, long long count) {
   using R = typename MatA::value_type;
-  constexpr int GROUPS = GEBD2_LANES_THREADS / G;
-  __shared__ bdf::Gebd2LanesShared<G, NC, R> sh[GROUPS];
-  extern __shared__ unsigned char gebd2_lanes_stage[];
-  const bdf::ThreadGroup<G> g(int(threadIdx.x % G));
-  const int grp = int(threadIdx.x / G);
-  const int i = g.rank;
-  R* stage = reinterpret_cast<R*>(gebd2_lanes_stage) + grp * (NC * bdf::gebd2_stage_ld(G));
+  const int i = int(threadIdx.x % G);
   auto k_of = [&](long long b) { return A.rows(b) < A.cols(b) ? A.rows(b) : A.cols(b); };
-  bdf::gebd2_lanes_batch<G, NC, false>(
-      g, A, (long long)blockIdx.x * GROUPS + grp, (long long)gridDim.x * GROUPS, count, stage, sh[grp],
+  bdf::gebd2_lanes_grid<G, NC, false>(
+      A, count,
       [&](long long b) {
         if (i < k_of(b)) d_out[b * k_ld + i] = bdf::bd_nan<R>();
         if (i == 0) scale[b] = 0;

@@ -32,12 +32,11 @@ import numpy as np
 from .. import _launch as ln
 from .. import settings as sv
 from ..device_functions import build
-from .gebrd_settings import lanes_shared_bytes
+from .gebrd_settings import LANES_THREADS, lanes_shared_bytes
 from .svd_settings import DQDS_SETTINGS, DqdsSetting
 
 SOURCE = Path(__file__).with_name("svdvals_lanes.cu")
 _REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-GEBD2_LANES_THREADS = 128          # svdvals_lanes.cu
 LASQ_THREADS = 64                  # lasq_kernel's block when its shared memory fits 48 KiB
 _SOFT_SMEM = 48 * 1024
 
@@ -57,7 +56,7 @@ build.register(SOURCE, [gebd2_kernel_name(dt, s) for dt in _REAL_DTYPES for s in
 def gebd2_stage_bytes(setting: DqdsSetting, itemsize: int) -> tuple[int, int]:
     """(dynamic, static) shared bytes of gebd2_lanes_kernel (the lanes design's:
     gebrd_settings.lanes_shared_bytes)."""
-    return lanes_shared_bytes(setting.group, setting.cols, itemsize, GEBD2_LANES_THREADS)
+    return lanes_shared_bytes(setting.group, setting.cols, itemsize)
 
 
 def lasq_plan(k: int, itemsize: int):
@@ -100,7 +99,7 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
         d = cupy.empty((count, k), A.dtype)
         e = cupy.empty((count, k), A.dtype)
         scale = cupy.empty(count, np.int32)
-        groups = GEBD2_LANES_THREADS // setting.group
+        groups = LANES_THREADS // setting.group
         gebd2 = build.get_kernel(SOURCE, gebd2_kernel_name(A.dtype, setting))
         stage, static = gebd2_stage_bytes(setting, A.dtype.itemsize)
         if stage + static > _SOFT_SMEM:
@@ -108,8 +107,8 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
         # resident blocks only: each group then has several matrices, the next one's
         # loads in flight while it works on the current one
         grid = min(ln.grid_for(count, groups),
-                   sv.resident_blocks(GEBD2_LANES_THREADS, stage + static, gebd2.num_regs))
-        gebd2((grid,), (GEBD2_LANES_THREADS,),
+                   sv.resident_blocks(LANES_THREADS, stage + static, gebd2.num_regs))
+        gebd2((grid,), (LANES_THREADS,),
               (ln.pack("UniformMatrix", op.base, op.stride, op.ld, op.rows, op.cols), d, e, np.int64(k), scale,
                np.int64(count)), shared_mem=stage)
         del op
