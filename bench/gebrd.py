@@ -28,11 +28,17 @@ in 4..32 square, 32 x 16 and 16 x 32, the lanes design (a group of 8-32 lanes a
 matrix, in registers; for the chooser once measured: gebrd_settings.LANES_BY_DEFAULT)
 forced next to the staged setting the chooser takes there.
 
+Cluster cases (note "cluster", ``--cluster`` runs only these): float64 and float32,
+256 x 256, 512 x 512, 512 x 256 and 1024 x 512 (16-256 matrices), the blocked design
+on one block a matrix (DEFAULT_BLOCKED) next to the same on clusters of 2, 4 and 8
+blocks (the ones whose blocks fit two waves of the SMs at most; for the chooser once
+measured: gebrd_settings.CLUSTER_BY_DEFAULT), all forced.
+
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
 would go through A^T (only square and tall cases here).
 
-Usage: python3 bench/gebrd.py [--quick] [--switch | --lanes] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
+Usage: python3 bench/gebrd.py [--quick] [--switch | --lanes | --cluster] [--sweep] [--dry-run] [--dtype D] [--results-dir DIR]
 """
 
 from __future__ import annotations
@@ -47,8 +53,9 @@ if __package__ in (None, ""):
 
 import batched as bt  # noqa: E402
 from batched.factorizations.gebrd import gebrd  # noqa: E402
-from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS,  # noqa: E402
-                                                   GebrdSetting, _staged_shape, lanes_setting_for)
+from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, CLUSTER_SETTINGS,  # noqa: E402
+                                                   DEFAULT_BLOCKED, GEBRD_SETTINGS, GebrdSetting,
+                                                   _staged_shape, lanes_setting_for)
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
@@ -89,6 +96,20 @@ def lanes_cases() -> list[Case]:
             staged = GebrdSetting(*_staged_shape(max(m, n), np.dtype(dt).itemsize), True)
             lanes = lanes_setting_for(m, n, dt)
             out.extend(case(dt, m, n, s, "lanes") for s in (staged, lanes))
+    return out
+
+
+CLUSTER_SHAPES = ((256, 256), (512, 512), (512, 256), (1024, 512))
+
+
+def cluster_cases(sm_count: int = 132) -> list[Case]:
+    """One block a matrix against clusters of 2, 4, 8 blocks, all forced."""
+    out = []
+    for dt in ("float64", "float32"):
+        for m, n in CLUSTER_SHAPES:
+            batch = case(dt, m, n).batch
+            out.extend(case(dt, m, n, s, "cluster") for s in (DEFAULT_BLOCKED, *CLUSTER_SETTINGS)
+                       if batch * s.cluster <= 2 * sm_count)
     return out
 
 
@@ -191,11 +212,12 @@ def add_model(rows, cases) -> None:
 
 def main(argv=None, print_table: bool = True) -> list:
     argv = list(sys.argv[1:] if argv is None else argv)
-    switch_only, lanes_only = "--switch" in argv, "--lanes" in argv
-    argv = [a for a in argv if a not in ("--switch", "--lanes")]
+    switch_only, lanes_only, cluster_only = "--switch" in argv, "--lanes" in argv, "--cluster" in argv
+    argv = [a for a in argv if a not in ("--switch", "--lanes", "--cluster")]
     args = harness.parse_args(argv, "Batched GEBRD benchmark")
     cases = harness.select(quick_cases() if args.quick else switch_cases() if switch_only
-                           else lanes_cases() if lanes_only else all_cases(), args)
+                           else lanes_cases() if lanes_only else cluster_cases() if cluster_only
+                           else all_cases(), args)
     if args.dry_run:
         rows = harness.dry_run("gebrd", cases, traffic)
         for c in cases:

@@ -14,6 +14,16 @@
 // the unreduced matrix (A0^H v, A0 u), and small ones on V, X, Y, U, all
 // through bdf::gemv_n / gemv_t with store epilogues.
 //
+// Cluster:  CL > 1 (m >= n only; the caller reduces a wide matrix on one block) splits
+//           the panel over the CL blocks of a thread-block cluster (rank 0 .. CL-1, every
+//           block calling with the same arguments and its own shared LabrdWork, X and Y
+//           common in device memory): the two large GEMVs a step (A0^H v, A0 u), the
+//           stores of v, u and of the X and Y columns go by fixed row and column ranges
+//           of the panel (LabrdSplit); the small GEMVs, larfg and everything in shared
+//           memory are computed by every block alike (same code, same data, same
+//           result).  Two cluster barriers a step: after Y's column (v is stored after
+//           it: every block has read the column) and after X's (u is stored after it).
+//           d, e, tauq, taup are written by rank 0.  CL = 1 is the one-block LABRD.
 // Threads:  a ThreadGroup<DIM_X * DIM_Y> (the GEMV thread shape); every thread
 //           calls it with the same arguments.
 // Shared:   LabrdWork (below): sv (labrd_pad<T>() zeros + max(m, n) elements),
@@ -22,7 +32,8 @@
 //           shared or global.  The zeros in front of sv must stay zero (they pad
 //           the large GEMV-T to an aligned row); everything else is undefined on exit.
 // Sync:     no barrier assumed on entry (the caller's writes to A must be visible
-//           to the group); ends after a barrier.
+//           to the group, to the cluster when CL > 1); ends after a barrier (a cluster
+//           barrier when CL > 1: every block's stores visible to all).
 // Memory:   A read and written in global or shared memory, column-major, 64-bit
 //           offsets.  Requires p + NB < min(m, n) (a full panel with a non-empty
 //           trailing matrix: every step then has both reflectors).
@@ -94,13 +105,42 @@ __device__ __noinline__ void labrd_gemv_t(ThreadGroup<DIM_X * DIM_Y> g, int m, i
   gemv_t<T, DIM_X, DIM_Y>(g, m, n, A, lda, x, 1, true, work, st);
 }
 
-template <typename T, int DIM_X, int DIM_Y, int NB>
+// A barrier of the whole cluster of CL blocks (CL = 1: of the group).  Release /
+// acquire at cluster scope: the blocks' earlier stores, device memory included, are
+// visible to every block of the cluster after it.
+template <int CL, int G> __device__ __forceinline__ void cluster_sync(ThreadGroup<G> g) {
+  if constexpr (CL == 1) {
+    g.sync();
+  } else {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  }
+}
+
+// The part [lo, hi) of the index range [begin, end) that rank `rank` of `parts` owns:
+// equal pieces, the inner boundaries rounded up to multiples of `align` (aligned GEMV
+// rows for every rank but the first).  Rank 0 of 1 owns everything.
+struct LabrdRange {
+  int lo, hi;
+};
+__device__ __forceinline__ LabrdRange labrd_split(int begin, int end, int rank, int parts, int align) {
+  const int chunk = (end - begin + parts - 1) / parts;
+  auto edge = [&](int r) {
+    if (r <= 0) return begin;
+    if (r >= parts) return end;
+    const int b = (begin + r * chunk + align - 1) / align * align;
+    return b < end ? b : end;
+  };
+  return LabrdRange{edge(rank), edge(rank + 1)};
+}
+
+template <typename T, int DIM_X, int DIM_Y, int NB, int CL = 1>
 __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, long long lda,
                       typename real_of<T>::type* d, typename real_of<T>::type* e, T* tauq, T* taup,
-                      const LabrdWork<T>& w) {
+                      const LabrdWork<T>& w, int rank = 0) {
   constexpr int G = DIM_X * DIM_Y;
   constexpr int PAD = labrd_pad<T>();
   const bool lead = g.rank == 0;
+  const bool first = rank == 0;  // the block that writes d, e, tauq, taup
   auto A = [&](int i, int j) -> T& { return a[i + (long long)j * lda]; };
   T* const col = w.sv + PAD;  // col[-PAD .. -1] are zeros
   T* const su = w.su;
@@ -123,16 +163,22 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
   // separated by a barrier.
 
   if (m >= n) {
+    // This block's rows (v's and X's stores, A0 u) and columns (u's and Y's stores,
+    // A0^H v) of the panel, fixed for the panel so that each block reads back only
+    // what it stored itself between cluster barriers.
+    const LabrdRange rows = labrd_split(p + 1, m, rank, CL, PAD);
+    const LabrdRange cols = labrd_split(p + 1, n, rank, CL, 1);
     for (int j = 0; j < NB; ++j) {
       const int i = p + j;
       const int mc = m - i;      // column i, rows i .. m-1
       const int nc = n - i - 1;  // row i, columns i+1 .. n-1
-      const int mr = m - i - 1;  // X column, rows i+1 .. m-1
+      const int r0 = rows.lo > i + 1 ? rows.lo : i + 1, nr = rows.hi > r0 ? rows.hi - r0 : 0;
+      const int c0 = cols.lo > i + 1 ? cols.lo : i + 1, ncl = cols.hi > c0 ? cols.hi - c0 : 0;
       // (1) Column i: A0(i:, i) - V(i:, p:i) conj(Y(i, :j)) - X(i:, :j) A(p:i, i)
-      //     (A(p:i, i) = conj(U(i, :j)); A(i-1, i) holds the unit element 1).
+      //     (A(p:i, i) = conj(U(i, :j)); its last element is u's unit element 1).
       for (int c = g.rank; c < j; c += G) {
         t1[c] = conj_if(Ye(i - p, c), true);
-        t2[c] = A(p + c, i);
+        t2[c] = c == j - 1 ? T(1) : A(p + c, i);
       }
       for (int r = g.rank; r < mc; r += G) col[r] = A(i + r, i);
       g.sync();
@@ -144,27 +190,32 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       const auto q = larfg(g, mc, col[0], col + 1, 1, w.vwork);
       g.sync();  // all have read col[0]; v = col[1:] complete
-      if (lead) { d[i] = q.beta; tauq[i] = q.tau; col[0] = T(1); A(i, i) = T(1); }
-      for (int r = g.rank + 1; r < mc; r += G) A(i + r, i) = col[r];
-      g.sync();  // v in col and in A(i:, i)
-      // (2) Y(i+1:, j) = tauq (A0^H v - Y(i+1:, :j) (V^H v) - U (X^H v)), U = A(p:i, i+1:)^H.
-      //     The large GEMV-T starts s rows early, on an aligned row (col[-s..-1] = 0).
-      T* const ycol = &Ye(i + 1 - p, j);
+      if (lead) {
+        if (first) { d[i] = q.beta; tauq[i] = q.tau; }
+        col[0] = T(1);
+      }
+      g.sync();  // v in col
+      // (2) Y(i+1:, j) = tauq (A0^H v - Y(i+1:, :j) (V^H v) - U (X^H v)), U = A(p:i, i+1:)^H,
+      //     this block's columns c0 .. of it.  The large GEMV-T starts s rows early, on an
+      //     aligned row (col[-s..-1] = 0).
+      T* const ycol = &Ye(c0 - p, j);
       if (j > 0) {
         gt(mc, j, &A(i, p), lda, col, labrd_store(t1, LABRD_SET));
         gt(mc, j, X + (i - p), ldx, col, labrd_store(t2, LABRD_SET));
       }
-      {
-        const int s = labrd_align_shift(&A(i, i + 1), i < PAD - 1 ? i : PAD - 1);
-        gt(mc + s, nc, &A(i - s, i + 1), lda, col - s, labrd_store(ycol, LABRD_SET));
+      if (ncl > 0) {  // (a block of the cluster may own none of the columns left)
+        const int s = labrd_align_shift(&A(i, c0), i < PAD - 1 ? i : PAD - 1);
+        gt(mc + s, ncl, &A(i - s, c0), lda, col - s, labrd_store(ycol, LABRD_SET));
       }
-      g.sync();  // t1, t2 and Y(:, j) complete
+      g.sync();  // t1, t2 and this block's Y(:, j) complete
       if (j > 0) {
-        gn(nc, j, Y + (i + 1 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
+        gn(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
         g.sync();
       }
-      gt(j, nc, &A(p, i + 1), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));  // j = 0: only the scaling
-      g.sync();
+      gt(j, ncl, &A(p, c0), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));  // j = 0: only the scaling
+      cluster_sync<CL>(g);  // Y(:, j) complete; every block has read column i
+      if (lead && first) A(i, i) = T(1);
+      for (int r = r0 + g.rank; r < r0 + nr; r += G) A(r, i) = col[r - i];
       // (3) conj(row i) = conj(A0(i, i+1:)) - Y(i+1:, :j+1) conj(V(i, p:i+1)) - U conj(X(i, :j)),
       //     V(i, i) = 1.
       for (int c = g.rank; c <= j; c += G) t1[c] = c < j ? conj_if(A(i, p + c), true) : T(1);
@@ -179,24 +230,29 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       const auto pr = larfg(g, nc, su[0], su + 1, 1, w.vwork);
       g.sync();
-      if (lead) { e[i] = pr.beta; taup[i] = pr.tau; su[0] = T(1); A(i, i + 1) = T(1); }
-      for (int c = g.rank + 1; c < nc; c += G) A(i, i + 1 + c) = conj_if(su[c], true);
-      g.sync();  // u in su, conj(u) in A(i, i+1:)
-      // (4) X(i+1:, j) = taup (A0 u - V(i+1:, p:i+1) (Y^H u) - X(i+1:, :j) (U^H u)), U^H u = A(p:i, i+1:) u.
-      //     The large GEMV-N starts s rows early, on an aligned row, and drops those outputs.
-      T* const xcol = &Xe(i + 1 - p, j);
-      {
-        const int s = labrd_align_shift(&A(i + 1, i + 1), i + 1 < PAD - 1 ? i + 1 : PAD - 1);
-        gn(mr + s, nc, &A(i + 1 - s, i + 1), lda, su, labrd_store(xcol, LABRD_SET, T(0), s));
+      if (lead) {
+        if (first) { e[i] = pr.beta; taup[i] = pr.tau; }
+        su[0] = T(1);
+      }
+      g.sync();  // u in su
+      // (4) X(i+1:, j) = taup (A0 u - V(i+1:, p:i+1) (Y^H u) - X(i+1:, :j) (U^H u)), U^H u = A(p:i, i+1:) u,
+      //     this block's rows r0 .. of it.  The large GEMV-N starts s rows early, on an
+      //     aligned row, and drops those outputs.
+      T* const xcol = &Xe(r0 - p, j);
+      if (nr > 0) {
+        const int s = labrd_align_shift(&A(r0, i + 1), r0 < PAD - 1 ? r0 : PAD - 1);
+        gn(nr + s, nc, &A(r0 - s, i + 1), lda, su, labrd_store(xcol, LABRD_SET, T(0), s));
       }
       gt(nc, j + 1, Y + (i + 1 - p), ldy, su, labrd_store(t1, LABRD_SET));
       if (j > 0) gn(j, nc, &A(p, i + 1), lda, su, labrd_store(t2, LABRD_SET));
       g.sync();
-      gn(mr, j + 1, &A(i + 1, p), lda, t1, labrd_store(xcol, LABRD_SUB));
+      gn(nr, j + 1, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
       g.sync();
-      gn(mr, j, X + (i + 1 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
-      g.sync();
+      gn(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
+      cluster_sync<CL>(g);  // X(:, j) complete; every block has read row i
+      for (int c = c0 + g.rank; c < c0 + ncl; c += G) A(i, c) = conj_if(su[c - i - 1], true);
     }
+    cluster_sync<CL>(g);  // the last u stored
   } else {
     for (int j = 0; j < NB; ++j) {
       const int i = p + j;

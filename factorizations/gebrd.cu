@@ -21,6 +21,10 @@
 // gebrd_blocked_kernel<..., NB>: LAPACK's blocked xGEBRD for the sizes past the
 // big-tile ("classic" design of the seed paper), still one block per matrix with
 // a loop over panels inside the kernel; see its comment.
+// gebrd_cluster_kernel<..., NB, CL>: the same on a thread-block cluster of CL blocks
+// per matrix (m >= n; a wide matrix is reduced by the cluster's first block): few
+// matrices leave most SMs idle with a block each, and one block keeps too few bytes
+// of the trailing matrix in flight to go past about 16 GB/s.
 #include "common.cuh"
 #include "gemm.cuh"
 #include "gemv.cuh"
@@ -169,56 +173,66 @@ __device__ __noinline__ void gebrd_update_tile(bdf::ThreadGroup<DIM_X * DIM_Y> g
 // bdf::gemm_tile (each output tile: both products, the owner thread subtracting
 // each from A22), and d / e are put back on the bidiagonal; the last min(m, n) - p
 // <= NB rows/columns are reduced by the unblocked gebd2 in place.
-// Barriers: labrd ends after one; gemm_tile starts and ends each k step with one
-// (its stores come after the last); one barrier after the tile loop (the GEMMs read
-// the unit element that the lead thread then overwrites with e), one after the
-// restore (the next panel reads A22).
-template <typename T, int DIM_X, int DIM_Y, int NB>
+// CL > 1: block `rank` of a cluster of CL; the panel is split as labrd.cuh says,
+// the update's tiles dealt out round robin, d / e put back and the last columns
+// reduced by rank 0; a wide matrix (m < n) is reduced by rank 0 alone (labrd splits
+// the upper bidiagonal reduction only).
+// Barriers: labrd ends after one (of the cluster); gemm_tile starts and ends each k
+// step with one (its stores come after the last); one of the cluster after the tile
+// loop (the GEMMs read the unit element that rank 0 then overwrites with e, and the
+// next panel and the last columns read every block's tiles), one after the restore.
+template <typename T, int DIM_X, int DIM_Y, int NB, int CL = 1>
 __device__ void gebrd_blocked(bdf::ThreadGroup<DIM_X * DIM_Y> g, int m, int n, T* a, long long lda,
                               typename bdf::real_of<T>::type* d, typename bdf::real_of<T>::type* e, T* tauq,
-                              T* taup, const bdf::LabrdWork<T>& w, T* sA, T* sB) {
+                              T* taup, const bdf::LabrdWork<T>& w, T* sA, T* sB, int rank = 0) {
+  if constexpr (CL > 1) {
+    if (m < n) {
+      if (rank == 0) gebrd_blocked<T, DIM_X, DIM_Y, NB, 1>(g, m, n, a, lda, d, e, tauq, taup, w, sA, sB);
+      return;
+    }
+  }
   using Tile = GebrdGemmTile<DIM_X, DIM_Y>;
   const int k = m < n ? m : n;
   auto A = [&](int i, int j) -> T& { return a[i + (long long)j * lda]; };
   int p = 0;
   for (; p + NB < k; p += NB) {
-    bdf::labrd<T, DIM_X, DIM_Y, NB>(g, m, n, p, a, lda, d, e, tauq, taup, w);
+    bdf::labrd<T, DIM_X, DIM_Y, NB, CL>(g, m, n, p, a, lda, d, e, tauq, taup, w, rank);
     const int q = p + NB, m2 = m - q, n2 = n - q;
     const int tiles_m = (m2 + Tile::M - 1) / Tile::M, tiles_n = (n2 + Tile::N - 1) / Tile::N;
-    for (int t = 0; t < tiles_m * tiles_n; ++t) {
+    for (int t = rank; t < tiles_m * tiles_n; t += CL) {
       const int i0 = (t % tiles_m) * Tile::M, j0 = (t / tiles_m) * Tile::N;
       gebrd_update_tile<T, DIM_X, DIM_Y>(g, m2, n2, NB, i0, j0, &A(q, p), lda, w.Y + NB, w.ldy, bdf::OP_C,
                                          &A(q, q), lda, sA, sB);
       gebrd_update_tile<T, DIM_X, DIM_Y>(g, m2, n2, NB, i0, j0, w.X + NB, w.ldx, &A(p, q), lda, bdf::OP_N,
                                          &A(q, q), lda, sA, sB);
     }
-    g.sync();
-    if (g.rank == 0)
+    bdf::cluster_sync<CL>(g);
+    if (rank == 0 && g.rank == 0)
       for (int c = p; c < q; ++c) {
         A(c, c) = T(d[c]);
         if (m >= n) A(c, c + 1) = T(e[c]); else A(c + 1, c) = T(e[c]);
       }
     g.sync();
   }
-  if (p < k)
+  if (p < k && rank == 0)
     gebd2<T, DIM_X, DIM_Y>(g, m - p, n - p, &A(p, p), lda, d + p, e + p, tauq + p, taup + p,
                            w.sv + bdf::labrd_pad<T>(), w.gemv_work, w.vwork);
 }
 
-// One block of DIM_X * DIM_Y threads per matrix (grid-stride loop).  The matrix
-// stays in device memory; shared memory per block (bytes, in this order, each
+// One block of DIM_X * DIM_Y threads per matrix (grid-stride loop), or a cluster of
+// CL blocks per matrix (gebrd_cluster_kernel: clusters stride over the batch).  The
+// matrix stays in device memory; shared memory per block (bytes, in this order, each
 // part 16-byte aligned; gebrd_settings.GebrdSetting.smem_bytes computes the same):
 //   [sv: (labrd_pad<T>() + L) T, L = max(m_max, n_max)] [su: n_max T] [t1, t2: 2 NB T]
 //   [work: max(larf_work_elems, gemm tiles) T: the GEMV reduction work and the GEMM
 //    tiles share it (never live at once)] [vwork: vector_work_bytes(G)]
-//   [X: m_max NB T, Y: n_max NB T: only when xy_shared].
-// Without xy_shared X and Y live in device memory: block b's slot of `work`,
-// (m_max + n_max) NB elements at work + blockIdx.x * (m_max + n_max) * NB (the
-// launcher sizes the grid to the slots).
-template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB>
-__global__ void __launch_bounds__(DIM_X * DIM_Y)
-gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
-                     typename MatA::value_type* work, int xy_shared) {
+//   [X: m_max NB T, Y: n_max NB T: only when xy_shared (never with a cluster)].
+// Without xy_shared X and Y live in device memory: slot blockIdx.x / CL of `work`,
+// (m_max + n_max) NB elements each (the launcher sizes the grid to the slots).
+template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB, int CL>
+__device__ __forceinline__ void gebrd_blocked_body(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count,
+                                                   int m_max, int n_max, typename MatA::value_type* work,
+                                                   int xy_shared) {
   using T = typename MatA::value_type;
   constexpr int G = DIM_X * DIM_Y;
   constexpr int PAD = bdf::labrd_pad<T>();
@@ -229,6 +243,8 @@ gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, 
   const int len = m_max > n_max ? m_max : n_max;
   unsigned char* at = smem;
   auto carve = [&](long long bytes) { unsigned char* s = at; at += gebrd_align16(bytes); return s; };
+  const int rank = int(blockIdx.x % CL);
+  const long long slot = blockIdx.x / CL, slots = gridDim.x / CL;
   bdf::LabrdWork<T> w;
   w.sv = reinterpret_cast<T*>(carve((long long)(PAD + len) * sizeof(T)));
   w.su = reinterpret_cast<T*>(carve((long long)(n_max > 1 ? n_max : 1) * sizeof(T)));
@@ -238,17 +254,34 @@ gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, 
   w.vwork = carve(bdf::vector_work_bytes(G));
   w.ldx = m_max;
   w.ldy = n_max;
-  w.X = xy_shared ? reinterpret_cast<T*>(at) : work + (long long)blockIdx.x * (m_max + n_max) * NB;
+  w.X = CL == 1 && xy_shared ? reinterpret_cast<T*>(at) : work + slot * (m_max + n_max) * NB;
   w.Y = w.X + (long long)m_max * NB;
   T* sA = w.gemv_work;
   T* sB = sA + bdf::gemm_smem_a<GebrdGemmTile<DIM_X, DIM_Y>::M, GebrdGemmTile<DIM_X, DIM_Y>::K>();
   const bdf::ThreadGroup<G> g(threadIdx.x);
   for (int r = g.rank; r < PAD; r += G) w.sv[r] = T(0);  // the GEMV-T padding: never written again
-  for (long long b = blockIdx.x; b < count; b += gridDim.x) {
+  for (long long b = slot; b < count; b += slots) {
     g.sync();  // the zeros, and the previous matrix's last writes to shared memory
-    gebrd_blocked<T, DIM_X, DIM_Y, NB>(g, A.rows(b), A.cols(b), A.matrix(b), A.ldim(b), D.vector(b), E.vector(b),
-                                       TQ.vector(b), TP.vector(b), w, sA, sB);
+    gebrd_blocked<T, DIM_X, DIM_Y, NB, CL>(g, A.rows(b), A.cols(b), A.matrix(b), A.ldim(b), D.vector(b),
+                                           E.vector(b), TQ.vector(b), TP.vector(b), w, sA, sB, rank);
   }
+}
+
+template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB>
+__global__ void __launch_bounds__(DIM_X * DIM_Y)
+gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
+                     typename MatA::value_type* work, int xy_shared) {
+  gebrd_blocked_body<MatA, VecR, VecT, DIM_X, DIM_Y, NB, 1>(A, D, E, TQ, TP, count, m_max, n_max, work,
+                                                            xy_shared);
+}
+
+// The grid is a multiple of CL (a whole number of clusters); X and Y in `work`.
+template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(DIM_X * DIM_Y)
+gebrd_cluster_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
+                     typename MatA::value_type* work) {
+  static_assert(CL > 1, "a cluster of one is gebrd_blocked_kernel");
+  gebrd_blocked_body<MatA, VecR, VecT, DIM_X, DIM_Y, NB, CL>(A, D, E, TQ, TP, count, m_max, n_max, work, 0);
 }
 
 // ORGBR/UNGBR: O = Q (WANT_P false; O is m x cols, reflectors in columns of A, tau = tauq)

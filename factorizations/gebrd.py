@@ -40,6 +40,8 @@ def gebrd_kernel_name(layout: str, dtype, setting: GebrdSetting) -> str:
                  f"{ln.accessor_type(vec, dtype)}, {setting.template_args()}")
     if setting.lanes:
         return f"gebrd_lanes_kernel<{accessors}>"
+    if setting.blocked and setting.cluster > 1:
+        return f"gebrd_cluster_kernel<{accessors}, {setting.nb}, {setting.cluster}>"
     if setting.blocked:
         return f"gebrd_blocked_kernel<{accessors}, {setting.nb}>"
     return f"gebrd_kernel<{accessors}, {'true' if setting.stage else 'false'}>"
@@ -435,7 +437,7 @@ def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
 
         # X and Y in device memory when they do not fit beside the rest (one slot per block).
         work = cupy.empty(max(plan.work_elems, 1), dtype)
-        tail = (*tail, work, np.int32(plan.xy_shared))
+        tail = (*tail, work) if setting.cluster > 1 else (*tail, work, np.int32(plan.xy_shared))
     kernel((plan.grid,), (plan.block,), (*args, *tail), shared_mem=plan.smem)
 
 
@@ -481,7 +483,7 @@ def _gebrd_cupy(xp, A, batch, m, n, overwrite_a, setting):
     taup = xp.empty((*batch, k), dtype)
     info = xp.zeros(batch, np.int32)
     if count and k:
-        setting = setting or choose_gebrd_setting(m, n, dtype, sv.smem_limit())
+        setting = setting or choose_gebrd_setting(m, n, dtype, sv.smem_limit(), count, _sm_count())
         vec = lambda x, length: ln.pack("UniformVector", x.data.ptr, length, 1)  # noqa: E731
         args = (ln.pack("UniformMatrix", op.base, op.stride, op.ld, m, n), vec(d, k), vec(e, max(k - 1, 0)),
                 vec(tauq, k), vec(taup, k))
@@ -539,7 +541,7 @@ def _gebrd_list(A, setting):
     p_ptr, taup = _device_pointers(xp, xp.empty(sum(ks), dtype), ks)
     m_max, n_max = work.view_dims_max
     if count and min(m_max, n_max):
-        setting = setting or choose_gebrd_setting(m_max, n_max, dtype, sv.smem_limit())
+        setting = setting or choose_gebrd_setting(m_max, n_max, dtype, sv.smem_limit(), count, _sm_count())
         vec = lambda p: ln.pack("PointerVector", p.data.ptr, 0, 1)  # noqa: E731
         args = (work.struct(), vec(d_ptr), vec(e_ptr), vec(q_ptr), vec(p_ptr))
         _launch_gebrd(work.layout, dtype, setting, m_max, n_max, count, args)

@@ -17,6 +17,11 @@ lanes per matrix:
 * global (``stage=False``, ``nb=0``): the unblocked sweep in device memory.  No
   longer registered: a blocked setting on a matrix with min(m, n) <= nb runs
   exactly this sweep (no panel), so the blocked kernel covers it.
+* blocked on a cluster (``cluster`` = 2, 4 or 8): the blocked design on a
+  thread-block cluster of that many blocks a matrix (``gebrd_cluster_kernel``):
+  each LABRD step's two large GEMVs and the trailing update split over the
+  cluster's SMs, for batches too small to fill the GPU a block a matrix; wide
+  matrices go to the cluster's first block alone.
 * lanes (``lanes=True``, real types, max(m, n) <= dim_x): a group of dim_x lanes
   per matrix instead of a block, the matrix a row a lane in registers
   (``factorizations/gebrd_lanes.cu`` over ``device_functions/gebd2_lanes.cuh``,
@@ -67,6 +72,7 @@ class GebrdSetting:
     stage: bool = True
     nb: int = 0
     lanes: bool = False  # dim_x lanes a matrix (dim_y 1, stage False, nb 0)
+    cluster: int = 1     # blocked: blocks a matrix (a thread-block cluster when > 1)
 
     @property
     def blocked(self) -> bool:
@@ -127,6 +133,8 @@ class GebrdSetting:
         if self.lanes:
             return f"gebrd{self.dim_x}lanes"
         design = f"blocked{self.nb}" if self.blocked else ("staged" if self.stage else "global")
+        if self.cluster > 1:
+            design += f"cluster{self.cluster}"
         return f"gebrd{self.dim_x}x{self.dim_y}{design}"
 
 
@@ -148,7 +156,15 @@ LANES_SETTINGS = tuple(GebrdSetting(g, 1, False, 0, True) for g in (8, 16, 32))
 # and a NumPy emulation of its steps against the CPU backend), when no GPU was to be had.
 # Until then it runs only when forced (setting=LANES_SETTINGS[i]).
 LANES_BY_DEFAULT = False
-GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *LANES_SETTINGS)
+# The blocked design with panels of 16 on clusters of 2, 4 and 8 blocks a matrix
+# (H100: 132 SMs, one 256-thread block each at LABRD's 253 registers; the cluster
+# size so that count x cluster fills them: 64 matrices 2, 32 4, 16 8).
+CLUSTER_SETTINGS = tuple(GebrdSetting(32, 8, False, 16, False, c) for c in (2, 4, 8))
+# Whether the chooser takes a cluster setting for batches that leave SMs idle.  Off
+# until a device run has passed the GPU tests and bench/gebrd.py has measured it
+# (built 2026-12-07 without a GPU; forced settings run it).
+CLUSTER_BY_DEFAULT = False
+GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *CLUSTER_SETTINGS, *LANES_SETTINGS)
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 
@@ -197,8 +213,9 @@ def lanes_setting_for(m: int, n: int, dtype):
     return next((s for s in LANES_SETTINGS if s.fits(m, n, dtype)), None)
 
 
-def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) -> GebrdSetting:
-    """Default setting for the largest (m, n) of a batch of ``dtype``.
+def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024, count: int = 0,
+                         sm_count: int = 132) -> GebrdSetting:
+    """Default setting for the largest (m, n) of a batch of ``count`` matrices of ``dtype``.
 
     * lanes for real matrices up to 32 x 32 (:func:`lanes_setting_for`) once
       ``LANES_BY_DEFAULT`` is on (not yet: see there);
@@ -212,7 +229,9 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) ->
       where that one's GEMV work does not fit beside the matrix;
     * blocked (LABRD panels of 16 + GEMM trailing update, 256 threads) beyond;
       on narrow matrices (min(m, n) <= 16) too long for shared memory that is
-      the unblocked sweep in device memory (no panel).
+      the unblocked sweep in device memory (no panel); once
+      ``CLUSTER_BY_DEFAULT`` is on (not yet), on a cluster of 2-8 blocks a
+      matrix (:func:`cluster_setting_for`) when the batch leaves SMs idle.
     """
     dtype = np.dtype(dtype)
     itemsize = dtype.itemsize
@@ -225,7 +244,18 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024) ->
         # (8 x 4 and 16 x 4 at 160 took 1.9x and 1.1x its time).
         if x * y // 2 <= s.threads <= x * y and s.smem_bytes(m, n, itemsize) <= smem_limit:
             return s
-    return DEFAULT_BLOCKED
+    cluster = cluster_setting_for(m, n, count, sm_count)
+    return cluster if cluster is not None and CLUSTER_BY_DEFAULT else DEFAULT_BLOCKED
+
+
+def cluster_setting_for(m: int, n: int, count: int, sm_count: int = 132):
+    """The cluster setting for ``count`` m x n matrices in the blocked design: the
+    largest cluster (8, 4, 2 blocks) with count x cluster <= sm_count, for matrices
+    with a panel to split (m >= n > nb); None when a block a matrix already fills
+    half the SMs or more, or the matrices are wide or narrow."""
+    if count <= 0 or m < n or n <= DEFAULT_BLOCKED.nb:
+        return None
+    return next((s for s in reversed(CLUSTER_SETTINGS) if count * s.cluster <= sm_count), None)
 
 
 @dataclass(frozen=True)
@@ -251,11 +281,21 @@ def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, cou
     limit; otherwise into a device workspace of one (m_max + n_max) nb slot per
     block, the grid then capped at the blocks the device holds at once by their
     thread count (sm_count * 2048 / threads) so the workspace stays small.
+    On a cluster: X and Y in the workspace, a slot per cluster, the grid a whole
+    number of clusters, at most sm_count / cluster of them (one block an SM).
     """
     if setting.lanes:
         grid = grid_for(count, LANES_THREADS // setting.dim_x)
         return GebrdPlan(min(grid, resident) if resident else grid, LANES_THREADS,
                          setting.lanes_smem_bytes(itemsize)[0])
+    if setting.blocked and setting.cluster > 1:
+        smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
+        if smem > smem_limit:
+            raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
+                             f"matrix (the device allows {smem_limit})")
+        clusters = max(1, min(count, sm_count // setting.cluster))
+        return GebrdPlan(clusters * setting.cluster, setting.threads, smem, False,
+                         clusters * (m_max + n_max) * setting.nb)
     if setting.blocked:
         if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
             smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)

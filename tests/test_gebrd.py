@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from batched.factorizations.gebrd import _gebd2_numpy, _gebrd_blocked_numpy, gebrd, orgbr
 from batched.factorizations import gebrd_settings as gs
-from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, GEBRD_SETTINGS, LANES_SETTINGS, GebrdSetting,
-                                                   choose_gebrd_setting, lanes_setting_for, plan_gebrd, plan_orgbr)
+from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, CLUSTER_SETTINGS, DEFAULT_BLOCKED,
+                                                   GEBRD_SETTINGS, LANES_SETTINGS, GebrdSetting, choose_gebrd_setting,
+                                                   cluster_setting_for, lanes_setting_for, plan_gebrd, plan_orgbr)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from strategies import DTYPES, MATRIX_LAYOUTS, SETTINGS, arrange, batch_shapes, random_array
 
@@ -322,6 +323,56 @@ def test_lanes_design_where_the_default_path_goes(xp, dtype):
         assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (x.shape, rec, oq, op)
 
 
+@pytest.mark.parametrize("setting", CLUSTER_SETTINGS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=str)
+def test_cluster_design_against_one_block(xp, setting, dtype):
+    """The blocked design on a cluster of 2-8 blocks a matrix (not the default until
+    measured: gebrd_settings.CLUSTER_BY_DEFAULT) reduces the same matrices as one block
+    (DEFAULT_BLOCKED, the same panels and GEMVs split by rows and columns: d, e equal to
+    rounding) with LAPACK's residuals: square and tall with several panels, one panel and
+    a tail of one column, n <= nb (no panel: the first block alone), wide (the first block
+    alone), one matrix, more matrices than clusters (each cluster walks several), a block
+    of a bigger matrix (misaligned columns), a NaN matrix among clean ones, and lists."""
+    gpu_only_setting(xp, setting)
+    rng = rng_for("cluster", setting.cluster, dtype)
+    tol = 200 * eps(dtype)
+    for (m, n), count in [((200, 200), 3), ((300, 170), 1), ((33, 17), 2), ((40, 16), 2), ((100, 200), 2),
+                          ((96, 64), 40)]:
+        A = make_matrices(rng, (count,), m, n, dtype, "random")
+        poison_pool(xp, result_bytes((count,), m, n, dtype))
+        out = gebrd(to_xp(xp, A), setting=setting)
+        check_shapes(A, out)
+        pick = np.r_[0, count - 1]
+        rec, oq, op = ratios(A[pick], *(to_np(x)[pick] for x in out[:5]), np)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (m, n, rec, oq, op)
+        ref = gebrd(to_xp(xp, A), setting=DEFAULT_BLOCKED)
+        scale = np.abs(A).max()
+        for got, want in zip(out[1:3], ref[1:3]):
+            assert np.abs(to_np(got) - to_np(want)).max(initial=0) <= tol * max(m, n) * scale, (m, n)
+        check_singular_values(A[pick], to_np(out[1])[pick], to_np(out[2])[pick])
+    A = make_matrices(rng, (2,), 150, 120, dtype, "svd_geo")
+    out = gebrd(arrange(xp, A, "sub_F"), setting=setting)
+    rec, oq, op = ratios(A, *out[:5], xp)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+    A = make_matrices(rng, (4,), 80, 70, dtype, "random")
+    A[1, 50, 3] = np.nan
+    out = [to_np(x) for x in gebrd(to_xp(xp, A), setting=setting)]
+    clean = [0, 2, 3]
+    for x in out[:5]:
+        assert np.isfinite(x[clean]).all()
+    assert np.isnan(out[1][1]).any()
+    rec, oq, op = ratios(A[clean], *(x[clean] for x in out[:5]), np)
+    assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD
+    shapes = [(120, 90), (60, 130), (0, 5), (70, 70), (18, 17), (3, 2)]
+    mats = [make_matrices(rng, (), m, n, dtype, "random") for m, n in shapes]
+    a, d, e, tauq, taup, info = gebrd([to_xp(xp, x) for x in mats], setting=setting)
+    for i, x in enumerate(mats):
+        if min(x.shape) == 0:
+            continue
+        rec, oq, op = ratios(x[None], *(to_np(v)[None] for v in (a[i], d[i], e[i], tauq[i], taup[i])), np)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (x.shape, rec, oq, op)
+
+
 # --- lists (pointer and variable layouts) ----------------------------------------------------
 
 
@@ -465,6 +516,32 @@ def test_chooser_and_plan(monkeypatch):
     assert choose_gebrd_setting(117, 117, np.complex128).stage
     assert choose_gebrd_setting(118, 118, np.complex128).blocked
     assert choose_gebrd_setting(100, 100, np.float64, smem_limit=48 * 1024).blocked
+
+
+def test_cluster_settings_chooser_and_plan(monkeypatch):
+    """Clusters of 2, 4, 8 blocks a matrix for batches that leave SMs idle (m >= n > nb);
+    taken by default only once CLUSTER_BY_DEFAULT is on; the plan: a workspace slot per
+    cluster, a whole number of clusters, at most one block an SM."""
+    c2, c4, c8 = CLUSTER_SETTINGS
+    assert (c2.cluster, c4.cluster, c8.cluster) == (2, 4, 8) and all(s.nb == 16 and s.blocked for s in CLUSTER_SETTINGS)
+    assert str(c4) == "gebrd32x8blocked16cluster4" and DEFAULT_BLOCKED.cluster == 1
+    assert cluster_setting_for(512, 512, 32) == c4 and cluster_setting_for(1024, 512, 16) == c8
+    assert cluster_setting_for(512, 512, 64) == c2 and cluster_setting_for(512, 512, 1) == c8
+    assert cluster_setting_for(256, 256, 67) is None  # two blocks each would not fit 132 SMs
+    assert cluster_setting_for(256, 512, 4) is None and cluster_setting_for(5000, 16, 4) is None
+    assert cluster_setting_for(512, 512, 0) is None and cluster_setting_for(512, 512, 8, sm_count=64) == c8
+    monkeypatch.setattr(gs, "CLUSTER_BY_DEFAULT", False)
+    assert choose_gebrd_setting(512, 512, np.float64, count=32) == DEFAULT_BLOCKED
+    monkeypatch.setattr(gs, "CLUSTER_BY_DEFAULT", True)
+    assert choose_gebrd_setting(512, 512, np.float64, count=32) == c4
+    assert choose_gebrd_setting(512, 512, np.float64) == DEFAULT_BLOCKED  # count unknown
+    assert choose_gebrd_setting(100, 100, np.float64, count=1).stage  # big-tile wherever it fits
+    plan = plan_gebrd(c4, 512, 512, 8, 32, 227 * 1024, sm_count=132)
+    assert (plan.grid, plan.block, plan.xy_shared) == (128, 256, False)
+    assert plan.work_elems == 32 * 1024 * 16 and plan.smem == c4.smem_bytes(512, 512, 8, xy_shared=False)
+    many = plan_gebrd(c8, 300, 300, 8, 1000, 227 * 1024, sm_count=132)
+    assert many.grid == 16 * 8 and many.work_elems == 16 * 600 * 16
+    assert plan_gebrd(c2, 40, 16, 8, 1, 227 * 1024).grid == 2  # no panel: still a whole cluster
 
 
 def test_lanes_plan_and_fit():

@@ -445,7 +445,7 @@ def section_gebrd():
                 bt.orgbr("P", a, tp)
                 checks += 3
         for s in bt.GEBRD_SETTINGS:
-            if s.lanes:
+            if s.lanes or s.cluster > 1:
                 continue
             bt.gebrd(rand((2, 70, 45), dtype), setting=s)
             bt.gebrd(rand((2, 45, 70), dtype), setting=s)
@@ -453,6 +453,22 @@ def section_gebrd():
         bt.gebrd([rand((int(m), int(n)), dtype) for m, n in rng.integers(0, 40, (33, 2))])
         checks += 1
     section_gebrd_lanes()
+    section_gebrd_cluster()
+
+
+def section_gebrd_cluster():
+    # the blocked design on clusters of 2-8 blocks (the panel's rows and columns split, X and Y
+    # shared in device memory): several panels and a tail, one panel, no panel (n <= nb), wide
+    # (the first block alone), more matrices than clusters, lists of mixed shapes
+    global checks
+    from batched.factorizations.gebrd_settings import CLUSTER_SETTINGS
+    for dtype in (np.complex64,) if race else (np.float64, np.complex64):
+        for s in CLUSTER_SETTINGS:
+            for (m, n), batch in (((70, 45), 1), ((33, 17), 2), ((40, 16), 1), ((45, 70), 1), ((36, 34), 20)):
+                bt.gebrd(rand((batch, m, n), dtype), setting=s)
+                checks += 1
+            bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
+            checks += 1
 
 
 def section_gebrd_lanes():
@@ -749,7 +765,7 @@ SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, 
 # Parts of a section, for --only (not run by default: their section runs them).
 PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
          "lu_pipeline": section_lu_pipeline, "cholesky_blocked": section_cholesky_blocked,
-         "gebrd_lanes": section_gebrd_lanes}
+         "gebrd_lanes": section_gebrd_lanes, "gebrd_cluster": section_gebrd_cluster}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     (SECTIONS.get(name) or PARTS[name])()
