@@ -14,8 +14,7 @@
 // the unreduced matrix (A0^H v, A0 u), and small ones on V, X, Y, U, all
 // through bdf::gemv_n / gemv_t with store epilogues.
 //
-// Cluster:  CL > 1 (m >= n only; the caller reduces a wide matrix on one block) splits
-//           the panel over the CL blocks of a thread-block cluster (rank 0 .. CL-1, every
+// Cluster:  CL > 1 splits the panel over the CL blocks of a thread-block cluster (rank 0 .. CL-1, every
 //           block calling with the same arguments and its own shared LabrdWork, X and Y
 //           common in device memory): the two large GEMVs a step (A0^H v, A0 u), the
 //           stores of v, u and of the X and Y columns go by fixed row and column ranges
@@ -23,6 +22,8 @@
 //           memory are computed by every block alike (same code, same data, same
 //           result).  Two cluster barriers a step: after Y's column (v is stored after
 //           it: every block has read the column) and after X's (u is stored after it).
+//           Each block reads back between barriers only what it stored itself, so
+//           the unit elements of u and v are taken as 1 where LAPACK reads them.
 //           d, e, tauq, taup are written by rank 0.  CL = 1 is the one-block LABRD.
 // Threads:  a ThreadGroup<DIM_X * DIM_Y> (the GEMV thread shape); every thread
 //           calls it with the same arguments.
@@ -254,15 +255,20 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
     }
     cluster_sync<CL>(g);  // the last u stored
   } else {
+    // As above, with the roles of rows and columns exchanged: u is stored after X's
+    // column (every block has read row i), v after Y's (every block has read column i).
+    const LabrdRange rows = labrd_split(p + 1, m, rank, CL, PAD);
+    const LabrdRange cols = labrd_split(p + 1, n, rank, CL, 1);
     for (int j = 0; j < NB; ++j) {
       const int i = p + j;
       const int nc = n - i;      // row i, columns i .. n-1
       const int mc = m - i - 1;  // column i, rows i+1 .. m-1 (also the X column)
-      const int ny = n - i - 1;  // Y column, columns i+1 .. n-1
+      const int r0 = rows.lo > i + 1 ? rows.lo : i + 1, nr = rows.hi > r0 ? rows.hi - r0 : 0;
+      const int c0 = cols.lo > i + 1 ? cols.lo : i + 1, ncl = cols.hi > c0 ? cols.hi - c0 : 0;
       // (1) conj(row i) = conj(A0(i, i:)) - Y(i:, :j) conj(V(i, p:i)) - U conj(X(i, :j)), U = A(p:i, i:)^H
-      //     (V(i, i-1) is the stored unit element 1).
+      //     (V(i, i-1) is v's unit element 1).
       for (int c = g.rank; c < j; c += G) {
-        t1[c] = conj_if(A(i, p + c), true);
+        t1[c] = c == j - 1 ? T(1) : conj_if(A(i, p + c), true);
         t2[c] = conj_if(Xe(i - p, c), true);
       }
       for (int c = g.rank; c < nc; c += G) su[c] = conj_if(A(i, i + c), true);
@@ -275,14 +281,17 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       const auto pr = larfg(g, nc, su[0], su + 1, 1, w.vwork);
       g.sync();
-      if (lead) { d[i] = pr.beta; taup[i] = pr.tau; su[0] = T(1); A(i, i) = T(1); }
-      for (int c = g.rank + 1; c < nc; c += G) A(i, i + c) = conj_if(su[c], true);
-      g.sync();
-      // (2) X(i+1:, j) = taup (A0 u - V(i+1:, p:i) (Y(i:, :j)^H u) - X(i+1:, :j) (A(p:i, i:) u)).
-      T* const xcol = &Xe(i + 1 - p, j);
-      {
-        const int s = labrd_align_shift(&A(i + 1, i), i + 1 < PAD - 1 ? i + 1 : PAD - 1);
-        gn(mc + s, nc, &A(i + 1 - s, i), lda, su, labrd_store(xcol, LABRD_SET, T(0), s));
+      if (lead) {
+        if (first) { d[i] = pr.beta; taup[i] = pr.tau; }
+        su[0] = T(1);
+      }
+      g.sync();  // u in su
+      // (2) X(i+1:, j) = taup (A0 u - V(i+1:, p:i) (Y(i:, :j)^H u) - X(i+1:, :j) (A(p:i, i:) u)),
+      //     this block's rows r0 .. of it.
+      T* const xcol = &Xe(r0 - p, j);
+      if (nr > 0) {
+        const int s = labrd_align_shift(&A(r0, i), r0 < PAD - 1 ? r0 : PAD - 1);
+        gn(nr + s, nc, &A(r0 - s, i), lda, su, labrd_store(xcol, LABRD_SET, T(0), s));
       }
       if (j > 0) {
         gt(nc, j, Y + (i - p), ldy, su, labrd_store(t1, LABRD_SET));
@@ -290,16 +299,18 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       g.sync();
       if (j > 0) {
-        gn(mc, j, &A(i + 1, p), lda, t1, labrd_store(xcol, LABRD_SUB));
+        gn(nr, j, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
         g.sync();
       }
-      gn(mc, j, X + (i + 1 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
-      g.sync();
+      gn(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
+      cluster_sync<CL>(g);  // X(:, j) complete; every block has read row i
+      if (lead && first) A(i, i) = T(1);
+      for (int c = c0 + g.rank; c < c0 + ncl; c += G) A(i, c) = conj_if(su[c - i], true);
       // (3) Column i: A0(i+1:, i) - V(i+1:, p:i) conj(Y(i, :j)) - X(i+1:, :j+1) A(p:i+1, i)
-      //     (A(i, i) holds the unit element of u_i).
+      //     (A(i, i) is u's unit element 1).
       for (int c = g.rank; c <= j; c += G) {
         if (c < j) t1[c] = conj_if(Ye(i - p, c), true);
-        t2[c] = A(p + c, i);
+        t2[c] = c == j ? T(1) : A(p + c, i);
       }
       for (int r = g.rank; r < mc; r += G) col[r] = A(i + 1 + r, i);
       g.sync();
@@ -311,25 +322,30 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       g.sync();
       const auto q = larfg(g, mc, col[0], col + 1, 1, w.vwork);
       g.sync();
-      if (lead) { e[i] = q.beta; tauq[i] = q.tau; col[0] = T(1); A(i + 1, i) = T(1); }
-      for (int r = g.rank + 1; r < mc; r += G) A(i + 1 + r, i) = col[r];
-      g.sync();
-      // (4) Y(i+1:, j) = tauq (A0^H v - Y(i+1:, :j) (V^H v) - U (X^H v)), U = A(p:i+1, i+1:)^H.
-      T* const ycol = &Ye(i + 1 - p, j);
+      if (lead) {
+        if (first) { e[i] = q.beta; tauq[i] = q.tau; }
+        col[0] = T(1);
+      }
+      g.sync();  // v in col
+      // (4) Y(i+1:, j) = tauq (A0^H v - Y(i+1:, :j) (V^H v) - U (X^H v)), U = A(p:i+1, i+1:)^H,
+      //     this block's columns c0 .. of it.
+      T* const ycol = &Ye(c0 - p, j);
       if (j > 0) gt(mc, j, &A(i + 1, p), lda, col, labrd_store(t1, LABRD_SET));
       gt(mc, j + 1, X + (i + 1 - p), ldx, col, labrd_store(t2, LABRD_SET));
-      {
-        const int s = labrd_align_shift(&A(i + 1, i + 1), i + 1 < PAD - 1 ? i + 1 : PAD - 1);
-        gt(mc + s, ny, &A(i + 1 - s, i + 1), lda, col - s, labrd_store(ycol, LABRD_SET));
+      if (ncl > 0) {
+        const int s = labrd_align_shift(&A(i + 1, c0), i + 1 < PAD - 1 ? i + 1 : PAD - 1);
+        gt(mc + s, ncl, &A(i + 1 - s, c0), lda, col - s, labrd_store(ycol, LABRD_SET));
       }
       g.sync();
       if (j > 0) {
-        gn(ny, j, Y + (i + 1 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
+        gn(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
         g.sync();
       }
-      gt(j + 1, ny, &A(p, i + 1), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));
-      g.sync();
+      gt(j + 1, ncl, &A(p, c0), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));
+      cluster_sync<CL>(g);  // Y(:, j) complete; every block has read column i
+      for (int r = r0 + g.rank; r < r0 + nr; r += G) A(r, i) = col[r - i - 1];
     }
+    cluster_sync<CL>(g);  // the last v stored
   }
 }
 

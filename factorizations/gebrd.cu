@@ -22,7 +22,7 @@
 // big-tile ("classic" design of the seed paper), still one block per matrix with
 // a loop over panels inside the kernel; see its comment.
 // gebrd_cluster_kernel<..., NB, CL>: the same on a thread-block cluster of CL blocks
-// per matrix (m >= n; a wide matrix is reduced by the cluster's first block): few
+// per matrix: few
 // matrices leave most SMs idle with a block each, and one block keeps too few bytes
 // of the trailing matrix in flight to go past about 16 GB/s.
 #include "common.cuh"
@@ -175,8 +175,7 @@ __device__ __noinline__ void gebrd_update_tile(bdf::ThreadGroup<DIM_X * DIM_Y> g
 // <= NB rows/columns are reduced by the unblocked gebd2 in place.
 // CL > 1: block `rank` of a cluster of CL; the panel is split as labrd.cuh says,
 // the update's tiles dealt out round robin, d / e put back and the last columns
-// reduced by rank 0; a wide matrix (m < n) is reduced by rank 0 alone (labrd splits
-// the upper bidiagonal reduction only).
+// reduced by rank 0.
 // Barriers: labrd ends after one (of the cluster); gemm_tile starts and ends each k
 // step with one (its stores come after the last); one of the cluster after the tile
 // loop (the GEMMs read the unit element that rank 0 then overwrites with e, and the
@@ -185,12 +184,6 @@ template <typename T, int DIM_X, int DIM_Y, int NB, int CL = 1>
 __device__ void gebrd_blocked(bdf::ThreadGroup<DIM_X * DIM_Y> g, int m, int n, T* a, long long lda,
                               typename bdf::real_of<T>::type* d, typename bdf::real_of<T>::type* e, T* tauq,
                               T* taup, const bdf::LabrdWork<T>& w, T* sA, T* sB, int rank = 0) {
-  if constexpr (CL > 1) {
-    if (m < n) {
-      if (rank == 0) gebrd_blocked<T, DIM_X, DIM_Y, NB, 1>(g, m, n, a, lda, d, e, tauq, taup, w, sA, sB);
-      return;
-    }
-  }
   using Tile = GebrdGemmTile<DIM_X, DIM_Y>;
   const int k = m < n ? m : n;
   auto A = [&](int i, int j) -> T& { return a[i + (long long)j * lda]; };

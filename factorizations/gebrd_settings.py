@@ -20,8 +20,7 @@ lanes per matrix:
 * blocked on a cluster (``cluster`` = 2, 4 or 8): the blocked design on a
   thread-block cluster of that many blocks a matrix (``gebrd_cluster_kernel``):
   each LABRD step's two large GEMVs and the trailing update split over the
-  cluster's SMs, for batches too small to fill the GPU a block a matrix; wide
-  matrices go to the cluster's first block alone.
+  cluster's SMs, for batches too small to fill the GPU a block a matrix.
 * lanes (``lanes=True``, real types, max(m, n) <= dim_x): a group of dim_x lanes
   per matrix instead of a block, the matrix a row a lane in registers
   (``factorizations/gebrd_lanes.cu`` over ``device_functions/gebd2_lanes.cuh``,
@@ -251,9 +250,9 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024, co
 def cluster_setting_for(m: int, n: int, count: int, sm_count: int = 132):
     """The cluster setting for ``count`` m x n matrices in the blocked design: the
     largest cluster (8, 4, 2 blocks) with count x cluster <= sm_count, for matrices
-    with a panel to split (m >= n > nb); None when a block a matrix already fills
-    half the SMs or more, or the matrices are wide or narrow."""
-    if count <= 0 or m < n or n <= DEFAULT_BLOCKED.nb:
+    with a panel to split (min(m, n) > nb); None when a block a matrix already fills
+    half the SMs or more, or the matrices are narrow."""
+    if count <= 0 or min(m, n) <= DEFAULT_BLOCKED.nb:
         return None
     return next((s for s in reversed(CLUSTER_SETTINGS) if count * s.cluster <= sm_count), None)
 

@@ -329,15 +329,14 @@ def test_cluster_design_against_one_block(xp, setting, dtype):
     """The blocked design on a cluster of 2-8 blocks a matrix (not the default until
     measured: gebrd_settings.CLUSTER_BY_DEFAULT) reduces the same matrices as one block
     (DEFAULT_BLOCKED, the same panels and GEMVs split by rows and columns: d, e equal to
-    rounding) with LAPACK's residuals: square and tall with several panels, one panel and
-    a tail of one column, n <= nb (no panel: the first block alone), wide (the first block
-    alone), one matrix, more matrices than clusters (each cluster walks several), a block
+    rounding) with LAPACK's residuals: square, tall and wide with several panels, one
+    panel and a tail of one column, n <= nb (no panel: the first block alone), one matrix, more matrices than clusters (each cluster walks several), a block
     of a bigger matrix (misaligned columns), a NaN matrix among clean ones, and lists."""
     gpu_only_setting(xp, setting)
     rng = rng_for("cluster", setting.cluster, dtype)
     tol = 200 * eps(dtype)
-    for (m, n), count in [((200, 200), 3), ((300, 170), 1), ((33, 17), 2), ((40, 16), 2), ((100, 200), 2),
-                          ((96, 64), 40)]:
+    for (m, n), count in [((200, 200), 3), ((300, 170), 1), ((33, 17), 2), ((17, 33), 2), ((40, 16), 2),
+                          ((100, 200), 2), ((64, 96), 40), ((96, 64), 40)]:
         A = make_matrices(rng, (count,), m, n, dtype, "random")
         poison_pool(xp, result_bytes((count,), m, n, dtype))
         out = gebrd(to_xp(xp, A), setting=setting)
@@ -528,7 +527,7 @@ def test_cluster_settings_chooser_and_plan(monkeypatch):
     assert cluster_setting_for(512, 512, 32) == c4 and cluster_setting_for(1024, 512, 16) == c8
     assert cluster_setting_for(512, 512, 64) == c2 and cluster_setting_for(512, 512, 1) == c8
     assert cluster_setting_for(256, 256, 67) is None  # two blocks each would not fit 132 SMs
-    assert cluster_setting_for(256, 512, 4) is None and cluster_setting_for(5000, 16, 4) is None
+    assert cluster_setting_for(256, 512, 4) == c8 and cluster_setting_for(5000, 16, 4) is None
     assert cluster_setting_for(512, 512, 0) is None and cluster_setting_for(512, 512, 8, sm_count=64) == c8
     monkeypatch.setattr(gs, "CLUSTER_BY_DEFAULT", False)
     assert choose_gebrd_setting(512, 512, np.float64, count=32) == DEFAULT_BLOCKED

@@ -458,13 +458,13 @@ def section_gebrd():
 
 def section_gebrd_cluster():
     # the blocked design on clusters of 2-8 blocks (the panel's rows and columns split, X and Y
-    # shared in device memory): several panels and a tail, one panel, no panel (n <= nb), wide
-    # (the first block alone), more matrices than clusters, lists of mixed shapes
+    # shared in device memory): several panels and a tail, one panel, no panel (n <= nb), tall
+    # and wide, more matrices than clusters, lists of mixed shapes
     global checks
     from batched.factorizations.gebrd_settings import CLUSTER_SETTINGS
     for dtype in (np.complex64,) if race else (np.float64, np.complex64):
         for s in CLUSTER_SETTINGS:
-            for (m, n), batch in (((70, 45), 1), ((33, 17), 2), ((40, 16), 1), ((45, 70), 1), ((36, 34), 20)):
+            for (m, n), batch in (((70, 45), 1), ((33, 17), 2), ((40, 16), 1), ((45, 70), 1), ((17, 33), 1), ((36, 34), 20)):
                 bt.gebrd(rand((batch, m, n), dtype), setting=s)
                 checks += 1
             bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
