@@ -32,7 +32,9 @@ Cluster cases (note "cluster", ``--cluster`` runs only these): float64 and float
 256 x 256, 512 x 512, 512 x 256 and 1024 x 512 (16-256 matrices), the blocked design
 on one block a matrix (DEFAULT_BLOCKED) next to the same on clusters of 2, 4 and 8
 blocks (the ones whose blocks fit two waves of the SMs at most; for the chooser once
-measured: gebrd_settings.CLUSTER_BY_DEFAULT), all forced.
+measured: gebrd_settings.CLUSTER_BY_DEFAULT), all forced; and (note "narrow") one
+block and the chooser's cluster with LABRD's panel GEMVs a thread a row
+(gebrd_settings.NARROW_GEMV).
 
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
@@ -52,10 +54,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import batched as bt  # noqa: E402
+from batched.factorizations import gebrd_settings as gs  # noqa: E402
 from batched.factorizations.gebrd import gebrd  # noqa: E402
 from batched.factorizations.gebrd_settings import (BLOCKED_SETTINGS, CLUSTER_SETTINGS,  # noqa: E402
                                                    DEFAULT_BLOCKED, GEBRD_SETTINGS, GebrdSetting,
-                                                   _staged_shape, lanes_setting_for)
+                                                   _staged_shape, cluster_setting_for, lanes_setting_for)
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
 
@@ -110,6 +113,9 @@ def cluster_cases(sm_count: int = 132) -> list[Case]:
             batch = case(dt, m, n).batch
             out.extend(case(dt, m, n, s, "cluster") for s in (DEFAULT_BLOCKED, *CLUSTER_SETTINGS)
                        if batch * s.cluster <= 2 * sm_count)
+            # the same with LABRD's panel GEMVs a thread a row (gebrd_settings.NARROW_GEMV)
+            out.extend(case(dt, m, n, s, "narrow") for s in (DEFAULT_BLOCKED, cluster_setting_for(m, n, batch))
+                       if s is not None)
     return out
 
 
@@ -149,7 +155,13 @@ def _bidiagonal_values(d, e):
 
 
 def ours(c: Case, d: dict, setting):
-    return gebrd(d["A"], setting=setting)
+    # note "narrow": LABRD's panel GEMVs with a thread a row (gebrd_settings.NARROW_GEMV)
+    default = gs.NARROW_GEMV
+    gs.NARROW_GEMV = c.note == "narrow" or default
+    try:
+        return gebrd(d["A"], setting=setting)
+    finally:
+        gs.NARROW_GEMV = default
 
 
 _CUSOLVER = {"float64": "d", "float32": "s"}

@@ -61,6 +61,11 @@ template <typename T> struct LabrdWork {
   long long ldx;
   T* Y;                  // Y(r, c) = Y[r + c * ldy], r = column - p
   long long ldy;
+  // The GEMV-Ns on the panel's at most NB + 1 columns (V, X, Y times a short vector)
+  // with a thread a row (gemv_n<T, G, 1>: every row's loads issued at once, no
+  // reduction, no barrier) instead of the DIM_X x DIM_Y shape, whose passes of
+  // DIM_X * GEMV_UNROLL rows each wait for their loads and three barriers.
+  bool narrow;
 };
 
 // Rows s (<= limit) to start a column segment earlier so that its first element
@@ -159,6 +164,13 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
   auto gt = [&](int mm, int nn, const T* M, long long ld, const T* x, LabrdStore<T> st) {
     labrd_gemv_t<T, DIM_X, DIM_Y>(g, mm, nn, M, ld, x, w.gemv_work, st);
   };
+  // r = M x for a block M of at most NB + 1 columns (LabrdWork::narrow).
+  auto gn_narrow = [&](int mm, int nn, const T* M, long long ld, const T* x, LabrdStore<T> st) {
+    if (w.narrow)
+      labrd_gemv_n<T, G, 1>(g, mm, nn, M, ld, x, w.gemv_work, st);
+    else
+      labrd_gemv_n<T, DIM_X, DIM_Y>(g, mm, nn, M, ld, x, w.gemv_work, st);
+  };
   // The stores of the steps below never target what the same GEMV reads, and
   // two GEMVs that write one target (or one reads what the other writes) are
   // separated by a barrier.
@@ -184,9 +196,9 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       for (int r = g.rank; r < mc; r += G) col[r] = A(i + r, i);
       g.sync();
       if (j > 0) {
-        gn(mc, j, &A(i, p), lda, t1, labrd_store(col, LABRD_SUB));
+        gn_narrow(mc, j, &A(i, p), lda, t1, labrd_store(col, LABRD_SUB));
         g.sync();
-        gn(mc, j, X + (i - p), ldx, t2, labrd_store(col, LABRD_SUB));
+        gn_narrow(mc, j, X + (i - p), ldx, t2, labrd_store(col, LABRD_SUB));
         g.sync();
       }
       const auto q = larfg(g, mc, col[0], col + 1, 1, w.vwork);
@@ -210,7 +222,7 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       g.sync();  // t1, t2 and this block's Y(:, j) complete
       if (j > 0) {
-        gn(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
+        gn_narrow(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
         g.sync();
       }
       gt(j, ncl, &A(p, c0), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));  // j = 0: only the scaling
@@ -223,7 +235,7 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       for (int c = g.rank; c < j; c += G) t2[c] = conj_if(Xe(i - p, c), true);
       for (int c = g.rank; c < nc; c += G) su[c] = conj_if(A(i, i + 1 + c), true);
       g.sync();
-      gn(nc, j + 1, Y + (i + 1 - p), ldy, t1, labrd_store(su, LABRD_SUB));
+      gn_narrow(nc, j + 1, Y + (i + 1 - p), ldy, t1, labrd_store(su, LABRD_SUB));
       g.sync();
       if (j > 0) {
         gt(j, nc, &A(p, i + 1), lda, t2, labrd_store(su, LABRD_SUB));
@@ -247,9 +259,9 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       gt(nc, j + 1, Y + (i + 1 - p), ldy, su, labrd_store(t1, LABRD_SET));
       if (j > 0) gn(j, nc, &A(p, i + 1), lda, su, labrd_store(t2, LABRD_SET));
       g.sync();
-      gn(nr, j + 1, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
+      gn_narrow(nr, j + 1, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
       g.sync();
-      gn(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
+      gn_narrow(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
       cluster_sync<CL>(g);  // X(:, j) complete; every block has read row i
       for (int c = c0 + g.rank; c < c0 + ncl; c += G) A(i, c) = conj_if(su[c - i - 1], true);
     }
@@ -274,7 +286,7 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       for (int c = g.rank; c < nc; c += G) su[c] = conj_if(A(i, i + c), true);
       g.sync();
       if (j > 0) {
-        gn(nc, j, Y + (i - p), ldy, t1, labrd_store(su, LABRD_SUB));
+        gn_narrow(nc, j, Y + (i - p), ldy, t1, labrd_store(su, LABRD_SUB));
         g.sync();
         gt(j, nc, &A(p, i), lda, t2, labrd_store(su, LABRD_SUB));
         g.sync();
@@ -299,10 +311,10 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       g.sync();
       if (j > 0) {
-        gn(nr, j, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
+        gn_narrow(nr, j, &A(r0, p), lda, t1, labrd_store(xcol, LABRD_SUB));
         g.sync();
       }
-      gn(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
+      gn_narrow(nr, j, X + (r0 - p), ldx, t2, labrd_store(xcol, LABRD_SCALE, pr.tau));  // j = 0: only the scaling
       cluster_sync<CL>(g);  // X(:, j) complete; every block has read row i
       if (lead && first) A(i, i) = T(1);
       for (int c = c0 + g.rank; c < c0 + ncl; c += G) A(i, c) = conj_if(su[c - i], true);
@@ -315,10 +327,10 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       for (int r = g.rank; r < mc; r += G) col[r] = A(i + 1 + r, i);
       g.sync();
       if (j > 0) {
-        gn(mc, j, &A(i + 1, p), lda, t1, labrd_store(col, LABRD_SUB));
+        gn_narrow(mc, j, &A(i + 1, p), lda, t1, labrd_store(col, LABRD_SUB));
         g.sync();
       }
-      gn(mc, j + 1, X + (i + 1 - p), ldx, t2, labrd_store(col, LABRD_SUB));
+      gn_narrow(mc, j + 1, X + (i + 1 - p), ldx, t2, labrd_store(col, LABRD_SUB));
       g.sync();
       const auto q = larfg(g, mc, col[0], col + 1, 1, w.vwork);
       g.sync();
@@ -338,7 +350,7 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
       }
       g.sync();
       if (j > 0) {
-        gn(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
+        gn_narrow(ncl, j, Y + (c0 - p), ldy, t1, labrd_store(ycol, LABRD_SUB));
         g.sync();
       }
       gt(j + 1, ncl, &A(p, c0), lda, t2, labrd_store(ycol, LABRD_SCALE, q.tau));

@@ -222,10 +222,11 @@ __device__ void gebrd_blocked(bdf::ThreadGroup<DIM_X * DIM_Y> g, int m, int n, T
 //   [X: m_max NB T, Y: n_max NB T: only when xy_shared (never with a cluster)].
 // Without xy_shared X and Y live in device memory: slot blockIdx.x / CL of `work`,
 // (m_max + n_max) NB elements each (the launcher sizes the grid to the slots).
+// narrow: LABRD's GEMVs on the panel's columns with a thread a row (LabrdWork::narrow).
 template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB, int CL>
 __device__ __forceinline__ void gebrd_blocked_body(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count,
                                                    int m_max, int n_max, typename MatA::value_type* work,
-                                                   int xy_shared) {
+                                                   int xy_shared, int narrow) {
   using T = typename MatA::value_type;
   constexpr int G = DIM_X * DIM_Y;
   constexpr int PAD = bdf::labrd_pad<T>();
@@ -247,6 +248,7 @@ __device__ __forceinline__ void gebrd_blocked_body(MatA A, VecR D, VecR E, VecT 
   w.vwork = carve(bdf::vector_work_bytes(G));
   w.ldx = m_max;
   w.ldy = n_max;
+  w.narrow = narrow != 0;
   w.X = CL == 1 && xy_shared ? reinterpret_cast<T*>(at) : work + slot * (m_max + n_max) * NB;
   w.Y = w.X + (long long)m_max * NB;
   T* sA = w.gemv_work;
@@ -263,18 +265,19 @@ __device__ __forceinline__ void gebrd_blocked_body(MatA A, VecR D, VecR E, VecT 
 template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB>
 __global__ void __launch_bounds__(DIM_X * DIM_Y)
 gebrd_blocked_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
-                     typename MatA::value_type* work, int xy_shared) {
+                     typename MatA::value_type* work, int xy_shared, int narrow) {
   gebrd_blocked_body<MatA, VecR, VecT, DIM_X, DIM_Y, NB, 1>(A, D, E, TQ, TP, count, m_max, n_max, work,
-                                                            xy_shared);
+                                                            xy_shared, narrow);
 }
 
 // The grid is a multiple of CL (a whole number of clusters); X and Y in `work`.
 template <class MatA, class VecR, class VecT, int DIM_X, int DIM_Y, int NB, int CL>
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(DIM_X * DIM_Y)
 gebrd_cluster_kernel(MatA A, VecR D, VecR E, VecT TQ, VecT TP, long long count, int m_max, int n_max,
-                     typename MatA::value_type* work) {
+                     typename MatA::value_type* work, int narrow) {
   static_assert(CL > 1, "a cluster of one is gebrd_blocked_kernel");
-  gebrd_blocked_body<MatA, VecR, VecT, DIM_X, DIM_Y, NB, CL>(A, D, E, TQ, TP, count, m_max, n_max, work, 0);
+  gebrd_blocked_body<MatA, VecR, VecT, DIM_X, DIM_Y, NB, CL>(A, D, E, TQ, TP, count, m_max, n_max, work, 0,
+                                                             narrow);
 }
 
 // ORGBR/UNGBR: O = Q (WANT_P false; O is m x cols, reflectors in columns of A, tau = tauq)

@@ -25,6 +25,7 @@ from .._operands import matrix_operand
 from ..device_functions import build
 from . import _solvers as sv
 from ._householder import larf_left, larf_right, larfg, real_dtype
+from . import gebrd_settings
 from .gebrd_settings import (GEBRD_SETTINGS, LANES_THREADS, ORGBR_SETTINGS, GebrdSetting, check_gebrd_fits,
                              check_gebrd_setting, choose_gebrd_setting, choose_orgbr_setting, plan_gebrd, plan_orgbr)
 
@@ -438,6 +439,7 @@ def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
         # X and Y in device memory when they do not fit beside the rest (one slot per block).
         work = cupy.empty(max(plan.work_elems, 1), dtype)
         tail = (*tail, work) if setting.cluster > 1 else (*tail, work, np.int32(plan.xy_shared))
+        tail = (*tail, np.int32(gebrd_settings.NARROW_GEMV))
     kernel((plan.grid,), (plan.block,), (*args, *tail), shared_mem=plan.smem)
 
 

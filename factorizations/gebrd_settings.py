@@ -164,6 +164,14 @@ CLUSTER_SETTINGS = tuple(GebrdSetting(32, 8, False, 16, False, c) for c in (2, 4
 # (built 2026-12-07 without a GPU; forced settings run it).
 CLUSTER_BY_DEFAULT = False
 GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *CLUSTER_SETTINGS, *LANES_SETTINGS)
+# The blocked design's GEMV-Ns on the panel's <= nb + 1 columns (about twelve a step: V,
+# X, Y times a short vector) with a thread a row instead of the 32 x 8 shape, whose
+# passes of 128 rows each wait for their loads and three barriers: counted at 512 x 512
+# float64 (session 16's 85 us a step = about 21 us fixed + 1.4 MB at 22 GB/s), the fixed
+# part is about six such GEMVs of four passes.  A kernel argument, not a setting (no
+# more instantiations); off until bench/gebrd.py --cluster has measured it (its
+# "narrow" rows), as the cluster design: built 2026-12-07 without a GPU.
+NARROW_GEMV = False
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 

@@ -372,6 +372,29 @@ def test_cluster_design_against_one_block(xp, setting, dtype):
         assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (x.shape, rec, oq, op)
 
 
+@pytest.mark.parametrize("setting", [DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
+def test_narrow_panel_gemvs(xp, monkeypatch, setting, dtype):
+    """LABRD's GEMV-Ns on the panel's columns with a thread a row (gebrd_settings.NARROW_GEMV,
+    off until measured): the same reduction as the 32 x 8 shape to rounding, LAPACK's
+    residuals, tall and wide, one block and a cluster."""
+    gpu_only_setting(xp, setting)
+    rng = rng_for("narrow", dtype, setting.cluster)
+    for m, n in [(200, 170), (170, 200), (300, 33)]:
+        A = make_matrices(rng, (3,), m, n, dtype, "random")
+        monkeypatch.setattr(gs, "NARROW_GEMV", False)
+        ref = gebrd(to_xp(xp, A), setting=setting)
+        monkeypatch.setattr(gs, "NARROW_GEMV", True)
+        poison_pool(xp, result_bytes((3,), m, n, dtype))
+        out = gebrd(to_xp(xp, A), setting=setting)
+        check_shapes(A, out)
+        rec, oq, op = ratios(A, *out[:5], xp)
+        assert rec < THRESHOLD and oq < THRESHOLD and op < THRESHOLD, (m, n, rec, oq, op)
+        scale = np.abs(A).max()
+        for got, want in zip(out[1:3], ref[1:3]):
+            assert np.abs(to_np(got) - to_np(want)).max() <= 200 * eps(dtype) * max(m, n) * scale, (m, n)
+
+
 # --- lists (pointer and variable layouts) ----------------------------------------------------
 
 

@@ -461,6 +461,7 @@ def section_gebrd_cluster():
     # shared in device memory): several panels and a tail, one panel, no panel (n <= nb), tall
     # and wide, more matrices than clusters, lists of mixed shapes
     global checks
+    from batched.factorizations import gebrd_settings as gs
     from batched.factorizations.gebrd_settings import CLUSTER_SETTINGS
     for dtype in (np.complex64,) if race else (np.float64, np.complex64):
         for s in CLUSTER_SETTINGS:
@@ -469,6 +470,13 @@ def section_gebrd_cluster():
                 checks += 1
             bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
             checks += 1
+        # LABRD's panel GEMVs a thread a row (gebrd_settings.NARROW_GEMV), one block and a cluster
+        gs.NARROW_GEMV = True
+        for s in (gs.DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]):
+            bt.gebrd(rand((2, 70, 45), dtype), setting=s)
+            bt.gebrd(rand((1, 45, 70), dtype), setting=s)
+            checks += 2
+        gs.NARROW_GEMV = False
 
 
 def section_gebrd_lanes():
