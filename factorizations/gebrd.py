@@ -410,9 +410,8 @@ def _orgbr_numpy(want_p, a, tau, full):
 
 
 def _sm_count() -> int:
-    import cupy
-
-    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    # cached per device (Device().attributes queries every attribute on each call)
+    return bs.multiprocessor_count()
 
 
 def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
