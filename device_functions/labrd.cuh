@@ -139,6 +139,15 @@ __device__ __forceinline__ LabrdRange labrd_split(int begin, int end, int rank, 
   return LabrdRange{edge(rank), edge(rank + 1)};
 }
 
+// The part of `r` from index `from` on: its first index and length (0 when empty).
+struct LabrdPart {
+  int first, count;
+};
+__device__ __forceinline__ LabrdPart labrd_from(LabrdRange r, int from) {
+  const int first = r.lo > from ? r.lo : from;
+  return LabrdPart{first, r.hi > first ? r.hi - first : 0};
+}
+
 template <typename T, int DIM_X, int DIM_Y, int NB, int CL = 1>
 __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, long long lda,
                       typename real_of<T>::type* d, typename real_of<T>::type* e, T* tauq, T* taup,
@@ -175,18 +184,19 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
   // two GEMVs that write one target (or one reads what the other writes) are
   // separated by a barrier.
 
+  // This block's rows (v's and X's stores, A0 u) and columns (u's and Y's stores,
+  // A0^H v) of the panel, fixed for the panel so that each block reads back only
+  // what it stored itself between cluster barriers; of them, step i's part starts
+  // at row / column i + 1: r0 and nr rows, c0 and ncl columns.
+  const LabrdRange rows = labrd_split(p + 1, m, rank, CL, PAD);
+  const LabrdRange cols = labrd_split(p + 1, n, rank, CL, 1);
   if (m >= n) {
-    // This block's rows (v's and X's stores, A0 u) and columns (u's and Y's stores,
-    // A0^H v) of the panel, fixed for the panel so that each block reads back only
-    // what it stored itself between cluster barriers.
-    const LabrdRange rows = labrd_split(p + 1, m, rank, CL, PAD);
-    const LabrdRange cols = labrd_split(p + 1, n, rank, CL, 1);
     for (int j = 0; j < NB; ++j) {
       const int i = p + j;
       const int mc = m - i;      // column i, rows i .. m-1
       const int nc = n - i - 1;  // row i, columns i+1 .. n-1
-      const int r0 = rows.lo > i + 1 ? rows.lo : i + 1, nr = rows.hi > r0 ? rows.hi - r0 : 0;
-      const int c0 = cols.lo > i + 1 ? cols.lo : i + 1, ncl = cols.hi > c0 ? cols.hi - c0 : 0;
+      const auto [r0, nr] = labrd_from(rows, i + 1);
+      const auto [c0, ncl] = labrd_from(cols, i + 1);
       // (1) Column i: A0(i:, i) - V(i:, p:i) conj(Y(i, :j)) - X(i:, :j) A(p:i, i)
       //     (A(p:i, i) = conj(U(i, :j)); its last element is u's unit element 1).
       for (int c = g.rank; c < j; c += G) {
@@ -269,14 +279,12 @@ __device__ void labrd(ThreadGroup<DIM_X * DIM_Y> g, int m, int n, int p, T* a, l
   } else {
     // As above, with the roles of rows and columns exchanged: u is stored after X's
     // column (every block has read row i), v after Y's (every block has read column i).
-    const LabrdRange rows = labrd_split(p + 1, m, rank, CL, PAD);
-    const LabrdRange cols = labrd_split(p + 1, n, rank, CL, 1);
     for (int j = 0; j < NB; ++j) {
       const int i = p + j;
       const int nc = n - i;      // row i, columns i .. n-1
       const int mc = m - i - 1;  // column i, rows i+1 .. m-1 (also the X column)
-      const int r0 = rows.lo > i + 1 ? rows.lo : i + 1, nr = rows.hi > r0 ? rows.hi - r0 : 0;
-      const int c0 = cols.lo > i + 1 ? cols.lo : i + 1, ncl = cols.hi > c0 ? cols.hi - c0 : 0;
+      const auto [r0, nr] = labrd_from(rows, i + 1);
+      const auto [c0, ncl] = labrd_from(cols, i + 1);
       // (1) conj(row i) = conj(A0(i, i:)) - Y(i:, :j) conj(V(i, p:i)) - U conj(X(i, :j)), U = A(p:i, i:)^H
       //     (V(i, i-1) is v's unit element 1).
       for (int c = g.rank; c < j; c += G) {

@@ -22,9 +22,8 @@
 // big-tile ("classic" design of the seed paper), still one block per matrix with
 // a loop over panels inside the kernel; see its comment.
 // gebrd_cluster_kernel<..., NB, CL>: the same on a thread-block cluster of CL blocks
-// per matrix: few
-// matrices leave most SMs idle with a block each, and one block keeps too few bytes
-// of the trailing matrix in flight to go past about 16 GB/s.
+// per matrix: few matrices leave most SMs idle with a block each, and one block keeps
+// too few bytes of the trailing matrix in flight to go past about 16 GB/s.
 #include "common.cuh"
 #include "gemm.cuh"
 #include "gemv.cuh"
