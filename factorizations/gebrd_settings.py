@@ -295,25 +295,21 @@ def plan_gebrd(setting: GebrdSetting, m_max: int, n_max: int, itemsize: int, cou
         grid = grid_for(count, LANES_THREADS // setting.dim_x)
         return GebrdPlan(min(grid, resident) if resident else grid, LANES_THREADS,
                          setting.lanes_smem_bytes(itemsize)[0])
-    if setting.blocked and setting.cluster > 1:
-        smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
-        if smem > smem_limit:
-            raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
-                             f"matrix (the device allows {smem_limit})")
-        clusters = max(1, min(count, sm_count // setting.cluster))
-        return GebrdPlan(clusters * setting.cluster, setting.threads, smem, False,
-                         clusters * (m_max + n_max) * setting.nb)
     if setting.blocked:
-        if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
-            smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
-            return GebrdPlan(grid_for(count, 1), setting.threads, smem, False, 0)
-        with_xy = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=True)
-        if with_xy <= smem_limit:
-            return GebrdPlan(grid_for(count, 1), setting.threads, with_xy, True, 0)
         smem = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=False)
+        if setting.cluster == 1:
+            if min(m_max, n_max) <= setting.nb:  # no matrix has a panel: X and Y are never used
+                return GebrdPlan(grid_for(count, 1), setting.threads, smem, False, 0)
+            with_xy = setting.smem_bytes(m_max, n_max, itemsize, xy_shared=True)
+            if with_xy <= smem_limit:
+                return GebrdPlan(grid_for(count, 1), setting.threads, with_xy, True, 0)
         if smem > smem_limit:
             raise ValueError(f"setting {setting} needs {smem} bytes of shared memory for a {m_max} x {n_max} "
                              f"matrix (the device allows {smem_limit})")
+        if setting.cluster > 1:  # a workspace slot per cluster
+            clusters = max(1, min(count, sm_count // setting.cluster))
+            return GebrdPlan(clusters * setting.cluster, setting.threads, smem, False,
+                             clusters * (m_max + n_max) * setting.nb)
         grid = max(1, min(count, sm_count * max(1, 2048 // setting.threads)))
         return GebrdPlan(grid, setting.threads, smem, False, grid * (m_max + n_max) * setting.nb)
     smem = setting.smem_bytes(m_max, n_max, itemsize)

@@ -471,12 +471,12 @@ def section_gebrd_cluster():
             bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
             checks += 1
         # LABRD's panel GEMVs a thread a row (gebrd_settings.NARROW_GEMV), one block and a cluster
-        gs.NARROW_GEMV = True
+        default, gs.NARROW_GEMV = gs.NARROW_GEMV, True
         for s in (gs.DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]):
             bt.gebrd(rand((2, 70, 45), dtype), setting=s)
             bt.gebrd(rand((1, 45, 70), dtype), setting=s)
             checks += 2
-        gs.NARROW_GEMV = False
+        gs.NARROW_GEMV = default
 
 
 def section_gebrd_lanes():
