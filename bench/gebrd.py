@@ -34,7 +34,8 @@ on one block a matrix (DEFAULT_BLOCKED) next to the same on clusters of 2, 4 and
 blocks (the ones whose blocks fit two waves of the SMs at most; for the chooser once
 measured: gebrd_settings.CLUSTER_BY_DEFAULT), all forced; and (note "narrow") one
 block and the chooser's cluster with LABRD's panel GEMVs a thread a row
-(gebrd_settings.NARROW_GEMV).
+(gebrd_settings.NARROW_GEMV).  The cuSOLVER loop runs on the one-block row of each
+shape only (the other rows are an A/B of our settings).
 
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
 cupy_backends.cuda.libs.cusolver), all on the current stream; wide matrices
@@ -178,6 +179,8 @@ def peer_cusolver(c: Case, d: dict):
     letter = _CUSOLVER.get(c.dtype)
     if letter is None or c.m < c.n or c.note == "lanes":  # lanes cases: an A/B of our two designs
         raise NotApplicable
+    if c.note == "narrow" or (c.note == "cluster" and c.setting != DEFAULT_BLOCKED):
+        raise NotApplicable  # the A/B's other rows: the loop runs once a shape (seconds each)
     key = "cusolver_ws"
     if key not in d:
         handle = cp.cuda.device.get_cusolver_handle()
