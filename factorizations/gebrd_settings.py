@@ -149,29 +149,40 @@ STAGED_SETTINGS = tuple(GebrdSetting(x, y, True) for x, y in (*_SHAPES, (32, 16)
 BLOCKED_SETTINGS = (GebrdSetting(32, 8, False, 16), GebrdSetting(32, 8, False, 32))
 # The lanes design's groups (those of svdvals' DqdsSetting): 8, 16 or 32 rows a matrix.
 LANES_SETTINGS = tuple(GebrdSetting(g, 1, False, 0, True) for g in (8, 16, 32))
-# Whether the chooser gives real matrices up to 32 x 32 the lanes design.  Off until a
-# device run has passed its GPU tests and bench/gebrd.py --lanes has measured it against
-# the staged sweep it would replace: built 2026-12-07 (CPU tests, the sm_90 compile check
-# and a NumPy emulation of its steps against the CPU backend), when no GPU was to be had.
-# Until then it runs only when forced (setting=LANES_SETTINGS[i]).
-LANES_BY_DEFAULT = False
+# Whether the chooser gives real matrices up to 32 x 32 the lanes design: on since its
+# first device run (H100, 2026-12-07: GPU tests passed, memcheck and racecheck clean;
+# bench/gebrd.py --lanes against the staged sweep it replaces, forced side by side:
+# float64 16 x 16 239 us against 991, 32 x 32 537 against 917, 8 x 8 162 against 1521,
+# 32 x 16 642 against 645 (level); float32 16 x 16 244 against 1494, 32 x 32 590 against
+# 1425, 16 x 32 763 against 1146).
+LANES_BY_DEFAULT = True
 # The blocked design with panels of 16 on clusters of 2, 4 and 8 blocks a matrix
 # (H100: 132 SMs, one 256-thread block each at LABRD's 253 registers; the cluster
 # size so that count x cluster fills them: 64 matrices 2, 32 4, 16 8).
 CLUSTER_SETTINGS = tuple(GebrdSetting(32, 8, False, 16, False, c) for c in (2, 4, 8))
-# Whether the chooser takes a cluster setting for batches that leave SMs idle.  Off
-# until a device run has passed the GPU tests and bench/gebrd.py has measured it
-# (built 2026-12-07 without a GPU; forced settings run it).
-CLUSTER_BY_DEFAULT = False
+# Whether the chooser takes a cluster setting (cluster_setting_for) for batches that
+# leave SMs idle: on since its first device run (H100, 2026-12-07, bench/gebrd.py
+# --cluster, one block a matrix against clusters, all forced): float64 512 x 512 (32
+# matrices) 46.5 ms one block, 33.3 on clusters of 2, 43.4 of 4, 69.7 of 8; 1024 x 512
+# (16) 88.7, 54.4 / 36.9 / 49.6; 512 x 256 (64) 16.8, 13.2 (2) / 30.9 (4); 256 x 256
+# (128) 10.1, 15.1 (2); float32 512 x 512 (64) 39.8, 30.0 (2) / 73.0 (4); 1024 x 512 (32)
+# 77.5, 50.2 / 59.2 / 83.6; 512 x 256 (128) 13.5, 18.8 (2).
+CLUSTER_BY_DEFAULT = True
+# The fewest rows (columns) of the longer side a cluster's block keeps (cluster_setting_for).
+CLUSTER_MIN_SPLIT = 256
 GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *CLUSTER_SETTINGS, *LANES_SETTINGS)
 # The blocked design's GEMV-Ns on the panel's <= nb + 1 columns (about twelve a step: V,
 # X, Y times a short vector) with a thread a row instead of the 32 x 8 shape, whose
 # passes of 128 rows each wait for their loads and three barriers: counted at 512 x 512
 # float64 (session 16's 85 us a step = about 21 us fixed + 1.4 MB at 22 GB/s), the fixed
 # part is about six such GEMVs of four passes.  A kernel argument, not a setting (no
-# more instantiations); off until bench/gebrd.py --cluster has measured it (its
-# "narrow" rows), as the cluster design: built 2026-12-07 without a GPU.
-NARROW_GEMV = False
+# more instantiations).  On since its first device run (H100, 2026-12-07, bench/gebrd.py
+# --cluster's "narrow" rows, one run): float64 1024 x 512 one block 84.1 ms against 88.7,
+# on clusters of 8 46.9 against 49.6, 512 x 512 45.6 against 46.5, 512 x 256 16.3 against
+# 16.8; float32 1024 x 512 73.7 against 77.5 (clusters of 4: 54.9 against 59.2), 512 x
+# 256 13.0 against 13.5; level on clusters of 2 (13.30 / 13.23, 30.09 / 30.03), 2 %
+# slower at 256 x 256 (10.25 / 10.07, 14.05 / 13.72) and 512 x 512 on clusters of 4.
+NARROW_GEMV = True
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 
@@ -225,7 +236,7 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024, co
     """Default setting for the largest (m, n) of a batch of ``count`` matrices of ``dtype``.
 
     * lanes for real matrices up to 32 x 32 (:func:`lanes_setting_for`) once
-      ``LANES_BY_DEFAULT`` is on (not yet: see there);
+      ``LANES_BY_DEFAULT`` is on (measured: see there);
     * big-tile (staged) while the matrix fits into the device's opt-in shared
       memory (227 KiB on H100: square up to n = 166 in float64, 117 in
       complex128, 238 in float32), tall and wide too: on the H100 it beats
@@ -237,7 +248,7 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024, co
     * blocked (LABRD panels of 16 + GEMM trailing update, 256 threads) beyond;
       on narrow matrices (min(m, n) <= 16) too long for shared memory that is
       the unblocked sweep in device memory (no panel); once
-      ``CLUSTER_BY_DEFAULT`` is on (not yet), on a cluster of 2-8 blocks a
+      ``CLUSTER_BY_DEFAULT`` is on (measured: see there), on a cluster of 2-8 blocks a
       matrix (:func:`cluster_setting_for`) when the batch leaves SMs idle.
     """
     dtype = np.dtype(dtype)
@@ -257,12 +268,19 @@ def choose_gebrd_setting(m: int, n: int, dtype, smem_limit: int = 227 * 1024, co
 
 def cluster_setting_for(m: int, n: int, count: int, sm_count: int = 132):
     """The cluster setting for ``count`` m x n matrices in the blocked design: the
-    largest cluster (8, 4, 2 blocks) with count x cluster <= sm_count, for matrices
+    largest cluster (8, 4, 2 blocks) with count x cluster <= sm_count that leaves each
+    block at least CLUSTER_MIN_SPLIT rows (columns) of the longer side, for matrices
     with a panel to split (min(m, n) > nb); None when a block a matrix already fills
-    half the SMs or more, or the matrices are narrow."""
+    half the SMs or more, or the matrices are narrow or short.  Why the split's floor:
+    measured on the H100 (CLUSTER_BY_DEFAULT's rows), clusters whose blocks kept 128
+    rows lost to clusters of half the size (float64 512 x 512: 43.4 ms on 4 against
+    33.3 on 2; 1024 x 512: 49.6 on 8 against 36.9 on 4), two barriers a step against
+    less streaming per block."""
     if count <= 0 or min(m, n) <= DEFAULT_BLOCKED.nb:
         return None
-    return next((s for s in reversed(CLUSTER_SETTINGS) if count * s.cluster <= sm_count), None)
+    longest = max(m, n)
+    return next((s for s in reversed(CLUSTER_SETTINGS)
+                 if count * s.cluster <= sm_count and longest >= s.cluster * CLUSTER_MIN_SPLIT), None)
 
 
 @dataclass(frozen=True)

@@ -489,7 +489,7 @@ def test_lanes_setting_for_shapes_and_the_chooser_switch(monkeypatch):
     assert lanes_setting_for(17, 32, np.float64) == lanes_setting_for(32, 1, np.float32) == LANES_SETTINGS[2]
     assert lanes_setting_for(33, 2, np.float64) is None and lanes_setting_for(4, 4, np.complex128) is None
     assert all(s.lanes for s in LANES_SETTINGS) and str(LANES_SETTINGS[1]) == "gebrd16lanes"
-    # the chooser takes them only once the switch is on (not yet measured on a GPU)
+    # the chooser takes them where the switch is on (on since the H100's measurements)
     assert choose_gebrd_setting(8, 8, np.float64) == (LANES_SETTINGS[0] if gs.LANES_BY_DEFAULT
                                                       else GebrdSetting(8, 4, True))
     monkeypatch.setattr(gs, "LANES_BY_DEFAULT", True)
@@ -542,20 +542,24 @@ def test_chooser_and_plan(monkeypatch):
 
 def test_cluster_settings_chooser_and_plan(monkeypatch):
     """Clusters of 2, 4, 8 blocks a matrix for batches that leave SMs idle (m >= n > nb);
-    taken by default only once CLUSTER_BY_DEFAULT is on; the plan: a workspace slot per
+    taken by default where CLUSTER_BY_DEFAULT is on; the plan: a workspace slot per
     cluster, a whole number of clusters, at most one block an SM."""
     c2, c4, c8 = CLUSTER_SETTINGS
     assert (c2.cluster, c4.cluster, c8.cluster) == (2, 4, 8) and all(s.nb == 16 and s.blocked for s in CLUSTER_SETTINGS)
     assert str(c4) == "gebrd32x8blocked16cluster4" and DEFAULT_BLOCKED.cluster == 1
-    assert cluster_setting_for(512, 512, 32) == c4 and cluster_setting_for(1024, 512, 16) == c8
-    assert cluster_setting_for(512, 512, 64) == c2 and cluster_setting_for(512, 512, 1) == c8
-    assert cluster_setting_for(256, 256, 67) is None  # two blocks each would not fit 132 SMs
-    assert cluster_setting_for(256, 512, 4) == c8 and cluster_setting_for(5000, 16, 4) is None
-    assert cluster_setting_for(512, 512, 0) is None and cluster_setting_for(512, 512, 8, sm_count=64) == c8
+    # the largest cluster that fits the SMs and leaves each block 256 rows of the longer side
+    assert cluster_setting_for(512, 512, 32) == c2 and cluster_setting_for(1024, 512, 16) == c4
+    assert cluster_setting_for(512, 512, 64) == c2 and cluster_setting_for(512, 512, 1) == c2
+    assert cluster_setting_for(2048, 512, 16) == c8 and cluster_setting_for(1024, 512, 64) == c2
+    assert cluster_setting_for(256, 256, 8) is None  # 128 rows a block: slower than one block
+    assert cluster_setting_for(512, 256, 67) is None  # two blocks each would not fit 132 SMs
+    assert cluster_setting_for(256, 512, 4) == c2 and cluster_setting_for(5000, 16, 4) is None
+    assert cluster_setting_for(512, 512, 0) is None and cluster_setting_for(2048, 2048, 8, sm_count=64) == c8
     monkeypatch.setattr(gs, "CLUSTER_BY_DEFAULT", False)
     assert choose_gebrd_setting(512, 512, np.float64, count=32) == DEFAULT_BLOCKED
     monkeypatch.setattr(gs, "CLUSTER_BY_DEFAULT", True)
-    assert choose_gebrd_setting(512, 512, np.float64, count=32) == c4
+    assert choose_gebrd_setting(512, 512, np.float64, count=32) == c2
+    assert choose_gebrd_setting(1024, 512, np.float64, count=16) == c4
     assert choose_gebrd_setting(512, 512, np.float64) == DEFAULT_BLOCKED  # count unknown
     assert choose_gebrd_setting(100, 100, np.float64, count=1).stage  # big-tile wherever it fits
     plan = plan_gebrd(c4, 512, 512, 8, 32, 227 * 1024, sm_count=132)
