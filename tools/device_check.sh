@@ -15,7 +15,9 @@
 # bench:R,S       bench/run_all.py --only R,S (JSON and PNG under $OUT/<gpu>/)
 # sweep:R         the same with --sweep (every setting timed)
 # py:PATH         python3 PATH --results-dir $OUT (e.g. py:bench/svd_stages.py); arguments follow
-#                 after '+' (py:bench/kblas_mgpu.py+--gpus=2,4+--large=200000:4)
+#                 after '+' (py:bench/kblas_mgpu.py+--gpus=2,4+--large=200000:4); the same script
+#                 again in one call logs to py_NAME_2.log and writes under $OUT/run2 (a
+#                 --results-dir among the arguments overrides either)
 # targets         tools/targets.py over every results folder the bench steps wrote under $OUT
 #                 (the issues' targets met or missed, row by row; put it after them)
 # wheels          pip install --no-index --no-deps the carried .whl/*.whl (dask, distributed,
@@ -71,7 +73,11 @@ for arg in "$@"; do
       script=${what%%+*}
       extra=()
       if [ "$script" != "$what" ]; then IFS=+ read -r -a extra <<< "${what#*+}"; fi
-      step "py_$(basename "${script%.py}")" "${LIMIT:-300}" python3 "$script" --results-dir "$OUT" "${extra[@]}" ;;
+      # the same script again in one call: its own log and results folder (py_NAME_2.log,
+      # $OUT/run2), so that the second run does not overwrite the first's files
+      name="py_$(basename "${script%.py}")" dir="$OUT" k=2
+      while [ -e "$OUT/$name.log" ]; do name="py_$(basename "${script%.py}")_$k" dir="$OUT/run$k" k=$((k + 1)); done
+      step "$name" "${LIMIT:-300}" python3 "$script" --results-dir "$dir" "${extra[@]}" ;;
     wheels) step wheels 120 python3 -m pip install --no-index --no-deps .whl/*.whl ;;
     targets)
       for dir in "$OUT"/*/; do
