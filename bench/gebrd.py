@@ -34,7 +34,7 @@ on one block a matrix (DEFAULT_BLOCKED) next to the same on clusters of 2, 4 and
 blocks (the ones whose blocks fit two waves of the SMs at most; for the chooser once
 measured: gebrd_settings.CLUSTER_BY_DEFAULT), all forced; and (note "narrow") one
 block and the chooser's cluster with LABRD's panel GEMVs a thread a row
-(gebrd_settings.NARROW_GEMV).  The cuSOLVER loop runs on the one-block row of each
+(gebrd_settings.NARROW_GEMV; the "cluster" rows run them in the 32 x 8 shape).  The cuSOLVER loop runs on the one-block row of each
 shape only (the other rows are an A/B of our settings).
 
 Peer ``cusolver`` = one cusolverDn<t>gebrd call per matrix (CuPy's bindings,
@@ -156,9 +156,11 @@ def _bidiagonal_values(d, e):
 
 
 def ours(c: Case, d: dict, setting):
-    # note "narrow": LABRD's panel GEMVs with a thread a row (gebrd_settings.NARROW_GEMV)
+    # the --cluster A/B: "narrow" rows with LABRD's panel GEMVs a thread a row, "cluster"
+    # rows with the 32 x 8 shape (gebrd_settings.NARROW_GEMV); other rows the default
     default = gs.NARROW_GEMV
-    gs.NARROW_GEMV = c.note == "narrow" or default
+    if c.note in ("cluster", "narrow"):
+        gs.NARROW_GEMV = c.note == "narrow"
     try:
         return gebrd(d["A"], setting=setting)
     finally:

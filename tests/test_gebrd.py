@@ -376,7 +376,7 @@ def test_cluster_design_against_one_block(xp, setting, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
 def test_narrow_panel_gemvs(xp, monkeypatch, setting, dtype):
     """LABRD's GEMV-Ns on the panel's columns with a thread a row (gebrd_settings.NARROW_GEMV,
-    off until measured): the same reduction as the 32 x 8 shape to rounding, LAPACK's
+    the default since measured): the same reduction as the 32 x 8 shape to rounding, LAPACK's
     residuals, tall and wide, one block and a cluster."""
     gpu_only_setting(xp, setting)
     rng = rng_for("narrow", dtype, setting.cluster)

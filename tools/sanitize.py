@@ -470,13 +470,17 @@ def section_gebrd_cluster():
                 checks += 1
             bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
             checks += 1
-        # LABRD's panel GEMVs a thread a row (gebrd_settings.NARROW_GEMV), one block and a cluster
-        default, gs.NARROW_GEMV = gs.NARROW_GEMV, True
-        for s in (gs.DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]):
-            bt.gebrd(rand((2, 70, 45), dtype), setting=s)
-            bt.gebrd(rand((1, 45, 70), dtype), setting=s)
-            checks += 2
-        gs.NARROW_GEMV = default
+        # LABRD's panel GEMVs in the shape the default does not take (gebrd_settings.NARROW_GEMV:
+        # a thread a row, or the 32 x 8 shape), one block and a cluster
+        default = gs.NARROW_GEMV
+        gs.NARROW_GEMV = not default
+        try:
+            for s in (gs.DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]):
+                bt.gebrd(rand((2, 70, 45), dtype), setting=s)
+                bt.gebrd(rand((1, 45, 70), dtype), setting=s)
+                checks += 2
+        finally:
+            gs.NARROW_GEMV = default
 
 
 def section_gebrd_lanes():
