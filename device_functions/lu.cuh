@@ -328,12 +328,19 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned 
 
 // One step's pivot search over a group of L lanes, R rows a lane (the rows, warps and
 // panels designs): cand[r] says whether row r may take the pivot, v[r] is its element of
-// the step's column; key receives each row's pivot_key (0 for a non-candidate).  The
+// the step's column; key receives each row's pivot key (0 for a non-candidate).  The
 // lane's best candidate is the largest key, the smaller position among equal keys
 // (bdf::iamax's order); its PivotScale is computed while the group's reductions run, so
 // that the pivot's reciprocal comes with its row and no lane waits for a division after
 // the pivot is known.  `at` is the group's pivot position (rows_pivot).  Every lane of
 // the warp calls it.
+//
+// EXACT = false (a solve that returns X alone, where no pivot is seen): one 32-bit key
+// a row, the magnitude's leading bits above the position (threshold_pivot_key), and one
+// reduction instead of three (two for a float): the pivot is the first row, in P A's
+// order, whose |re| + |im| has the largest leading bits, so within a factor 1 + 2^-14 of
+// the column's largest (partial pivoting with a threshold of 0.99994; the growth bound
+// and the backward error are GEPP's).  Positions below PIVOT_POS_LIMIT.
 template <typename T> struct PivotChoice {
   unsigned long long best;  // the lane's best key
   int best_pos, at;         // its position; the group's pivot position
@@ -341,25 +348,58 @@ template <typename T> struct PivotChoice {
   PivotScale<T> own;        // the scaling by best_v
 };
 
-template <int L, int R, typename T>
+constexpr int PIVOT_POS_BITS = 7, PIVOT_POS_LIMIT = 1 << PIVOT_POS_BITS;
+
+// The EXACT = false key: 0 for a non-candidate; else |v|'s bits (a double's high word,
+// NaN made the largest) less their PIVOT_POS_BITS - 1 lowest bits, plus 1, above the
+// position's complement, so that the integer maximum is the largest leading bits and
+// among equal ones the smaller position.  (|v|'s word < 2^31 and NaN's canonical word
+// keeps the sum below 2^32.)
+template <typename R> __device__ __forceinline__ unsigned threshold_pivot_key(bool cand, R v, int pos) {
+  unsigned bits;
+  if constexpr (sizeof(R) == 8) bits = v != v ? 0x7ff80000u : unsigned(__double2hiint(double(v)));
+  else bits = v != v ? 0x7fc00000u : __float_as_uint(float(v));
+  const unsigned key = ((bits >> (PIVOT_POS_BITS - 1)) + 1u) << PIVOT_POS_BITS | unsigned(PIVOT_POS_LIMIT - 1 - pos);
+  return cand ? key : 0u;
+}
+
+template <int L, int R, typename T, bool EXACT = true>
 __device__ __forceinline__ PivotChoice<T> choose_pivot(const bool (&cand)[R], const int (&pos)[R], const T (&v)[R],
                                                        unsigned long long (&key)[R]) {
   using Real = typename real_of<T>::type;
-#pragma unroll
-  for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(cand[r], abs1(v[r]));
   PivotChoice<T> c;
-  c.best = key[0];
-  c.best_pos = pos[0];
-  c.best_v = v[0];
+  if constexpr (EXACT) {
 #pragma unroll
-  for (int r = 1; r < R; ++r) {
-    const bool better = key[r] > c.best || (key[r] == c.best && pos[r] < c.best_pos);
-    c.best = better ? key[r] : c.best;
-    c.best_pos = better ? pos[r] : c.best_pos;
-    c.best_v = select(better, v[r], c.best_v);
+    for (int r = 0; r < R; ++r) key[r] = pivot_key<Real>(cand[r], abs1(v[r]));
+    c.best = key[0];
+    c.best_pos = pos[0];
+    c.best_v = v[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) {
+      const bool better = key[r] > c.best || (key[r] == c.best && pos[r] < c.best_pos);
+      c.best = better ? key[r] : c.best;
+      c.best_pos = better ? pos[r] : c.best_pos;
+      c.best_v = select(better, v[r], c.best_v);
+    }
+    c.own = PivotScale<T>(c.best_v);
+    c.at = rows_pivot<L, Real>(c.best, c.best_pos);
+  } else {
+    unsigned k[R], best = 0u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      k[r] = threshold_pivot_key<Real>(cand[r], abs1(v[r]), pos[r]);
+      key[r] = k[r];
+      best = max(best, k[r]);
+    }
+    c.best_v = v[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) c.best_v = select(k[r] == best, v[r], c.best_v);
+    c.best = best;
+    c.best_pos = PIVOT_POS_LIMIT - 1 - int(best & unsigned(PIVOT_POS_LIMIT - 1));
+    c.own = PivotScale<T>(c.best_v);
+    const unsigned top = group_reduce<L, true>(best);
+    c.at = top != 0u ? PIVOT_POS_LIMIT - 1 - int(top & unsigned(PIVOT_POS_LIMIT - 1)) : -1;
   }
-  c.own = PivotScale<T>(c.best_v);
-  c.at = rows_pivot<L, Real>(c.best, c.best_pos);
   return c;
 }
 
@@ -424,7 +464,14 @@ __device__ __forceinline__ void load_rows_staged(int lane, int m, int n, const T
 // rows on entry and (L^{-1} P b)_i at row i on exit: b rides along as one more column, its
 // pivot element stored with the pivot row (U's element NB + 1), so the forward solve
 // costs one multiply-add a step instead of a chain of shuffles after the factorization
-// (getrs's column order: the same operations as getrs_rows_lower).
+// (getrs's column order: the same operations as getrs_rows_lower).  EXACT = false: the
+// threshold pivots of choose_pivot (X alone is wanted: my_piv is then not LAPACK's).
+// ORDER = false (X alone, m == n, with_b: getrf_rows_body's DIRECT): L is not kept and
+// the rows are not put in P A's order; on exit the lane's a[r] holds row i = lane + r L
+// of U from its diagonal's 16-byte piece on (the rest is stale), bv[r] = (L^{-1} P b)_i,
+// and U keeps row i at row i with the pivot's reciprocal past it (rows_scale_u's
+// STORED_RCP), so the shared-memory round trip of the order and the reciprocals of
+// rows_scale_u are saved.
 // Threads:  the whole warp (see above); `lane` the rank in the group (0..L-1).
 // Shared:   U, the group's NB rows of rows_ldu<T>(NB) elements, 16-byte aligned: row j
 //           of U from step j on with the pivot's reciprocal past its NB elements (0 if
@@ -437,13 +484,14 @@ __device__ __forceinline__ void load_rows_staged(int lane, int m, int n, const T
 //           registers may take 0 * Inf = NaN, and the rows of U are read back from U at
 //           the end.  A step with a zero pivot updates nothing.
 // Failure:  a zero pivot's column is neither scaled nor used, as getf2_tile.
-template <int NB, int L, typename T, int R = NB / L>
+template <int NB, int L, typename T, int R = NB / L, bool EXACT = true, bool ORDER = true>
 __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (&a)[R][NB], int (&orig)[R],
                                           int (&my_piv)[R], T* U, bool with_b, T (&bv)[R]) {
   using P = Pack16<T>;
   using Real = typename real_of<T>::type;
   constexpr int W = P::W, LDU = rows_ldu<T>(NB);
   static_assert(NB % W == 0 && R * L == NB, "rows of whole 16-byte pieces, R rows per lane");
+  static_assert(EXACT || NB <= PIVOT_POS_LIMIT, "positions within the threshold key");
   with_b = with_b && LDU >= NB + 2;  // room for b's element past the reciprocal
   const int kmin = m < n ? m : n;
   int info = 0, pos[R];  // pos: the position of each row in P A
@@ -463,7 +511,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
       col[r] = a[r][j];
       cand[r] = live && lane + r * L < m && pos[r] >= j;
     }
-    const PivotChoice<T> choice = choose_pivot<L>(cand, pos, col, key);
+    const PivotChoice<T> choice = choose_pivot<L, R, T, EXACT>(cand, pos, col, key);
     const int at = choice.at;
     bool src[R];
 #pragma unroll
@@ -496,7 +544,7 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
         T v = a[r][j] * rcp;
         if (rcp == T(0)) v = safe_divide(a[r][j], piv);
         l[r] = upd ? v : T(0);
-        a[r][j] = upd ? v : a[r][j];
+        if constexpr (ORDER) a[r][j] = upd ? v : a[r][j];  // (!ORDER: L is not kept)
       }
       if (with_b) {  // rows that must not change may take 0 * Inf: their b comes back from U
         const T bj = U[j * LDU + NB + 1];
@@ -513,6 +561,25 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
             if (c0 + e > j) a[r][c0 + e] -= l[r] * u.v[e];
       }
     }
+  }
+  if constexpr (!ORDER) {  // row i of U is U's row i: from its diagonal's piece on, and y_i
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = lane + r * L;
+      orig[r] = row;
+      if (row < kmin) {
+#pragma unroll
+        for (int c0 = 0; c0 < NB; c0 += W) {
+          if (c0 + W <= row) continue;
+          const P u = get_piece(U + row * LDU + c0);
+#pragma unroll
+          for (int e = 0; e < W; ++e) a[r][c0 + e] = u.v[e];
+        }
+        if (with_b) bv[r] = U[row * LDU + NB + 1];
+      }
+    }
+    return info;
   }
   // every row to its position: U's part from U (positions past min(m, n) have none),
   // the whole row back into U at its position, and the rows at the lane's own
@@ -553,15 +620,19 @@ __device__ __forceinline__ int getf2_rows(int lane, int m, int n, int steps, T (
 // then a division), so that a step of getrs_rows_upper's chain is one shuffle and one
 // multiply-add: with the division on the chain (the owner scaling x_k at its turn, a
 // branch on the rule) a step took about 20 instructions, and the solve a fifth of DGESV
-// 16 x 16 and 32 x 32 (ncu).  Once per matrix, before the solves.
+// 16 x 16 and 32 x 32 (ncu).  Once per matrix, before the solves.  STORED_RCP: U as
+// getf2_rows<.., ORDER = false> left it, the pivot's reciprocal (0: the rule divides) past
+// row i's NB elements: the same scales, not computed again.
 // Threads, Shared: as getrs_rows_upper (U as getf2_rows left it, read at the rows' diagonals).
-template <int NB, int L, typename T, int R = NB / L>
+template <int NB, int L, typename T, int R = NB / L, bool STORED_RCP = false>
 __device__ __forceinline__ void rows_scale_u(int lane, int n, T (&a)[R][NB], const T* U,
                                              PivotScale<T> (&s)[R]) {
+  constexpr int LDU = rows_ldu<T>(NB);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = lane + r * L;
-    s[r] = PivotScale<T>(row < n ? U[row * rows_ldu<T>(NB) + row] : T(1));
+    if constexpr (STORED_RCP) s[r] = row < n ? PivotScale<T>(U[row * LDU + row], U[row * LDU + NB]) : PivotScale<T>(T(1));
+    else s[r] = PivotScale<T>(row < n ? U[row * LDU + row] : T(1));
     if (row < n) pivot_scale_row(s[r], a[r], row);
   }
 }
@@ -657,6 +728,8 @@ __device__ __forceinline__ void getrs_rows_upper(int lane, int n, int cols, cons
 //           sorig[i] the row of A that row i of P A came from.
 // Failure:  LAPACK's info, returned to every thread; a zero pivot's column is neither
 //           scaled nor used, as getf2_tile.
+// Exact pivots only: choose_pivot's threshold pivots for X alone, through a uniform branch
+// a step, ran DGESV 64 1.6 % slower (H100, 1.124 ms against 1.106).
 template <int NB, int W, typename T, int R = NB / 32, int C = NB / W>
 __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* sl, int* sstep, int* spiv,
                                            int* sorig) {
@@ -815,6 +888,9 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
 // used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
 // trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
+// Exact pivots only: choose_pivot's threshold pivots for X alone behind a uniform branch
+// a step gained DGESV 128 1.7 % (1.858 ms against 1.890) and cost DGETRF 128 2.9 % (1.763
+// against 1.714; H100, one process).
 //
 // Threads:  the whole block of 32 W threads (W >= 2), every thread with the same m, n.
 // Shared:   S, the matrix column-major with leading dimension NB + 1 (rows and columns

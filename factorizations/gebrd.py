@@ -438,7 +438,7 @@ def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
         # X and Y in device memory when they do not fit beside the rest (one slot per block).
         work = cupy.empty(max(plan.work_elems, 1), dtype)
         tail = (*tail, work) if setting.cluster > 1 else (*tail, work, np.int32(plan.xy_shared))
-        tail = (*tail, np.int32(gebrd_settings.NARROW_GEMV))
+        tail = (*tail, np.int32(gebrd_settings.narrow_gemv_for(m_max, n_max)))
     kernel((plan.grid,), (plan.block,), (*args, *tail), shared_mem=plan.smem)
 
 

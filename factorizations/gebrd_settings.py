@@ -182,7 +182,21 @@ GEBRD_SETTINGS = (*STAGED_SETTINGS, *BLOCKED_SETTINGS, *CLUSTER_SETTINGS, *LANES
 # 16.8; float32 1024 x 512 73.7 against 77.5 (clusters of 4: 54.9 against 59.2), 512 x
 # 256 13.0 against 13.5; level on clusters of 2 (13.30 / 13.23, 30.09 / 30.03), 2 %
 # slower at 256 x 256 (10.25 / 10.07, 14.05 / 13.72) and 512 x 512 on clusters of 4.
-NARROW_GEMV = True
+# Session 64 (H100, scratch/ab_gebrd: one block, two rounds in one process): float64 256 x
+# 256 10.35 ms against 10.17 without, float32 14.15 against 13.80, float64 256 x 128 6.06
+# against 5.98; 512 x 256 16.02 against 16.66, 512 x 512 45.6 against 46.6, float32 512 x
+# 256 13.09 against 13.63.  So by size: from NARROW_GEMV_FROM rows or columns on.  None:
+# that rule; True / False force either shape (bench/gebrd.py's A/B, tests, sanitize).
+NARROW_GEMV = None
+NARROW_GEMV_FROM = 512
+
+
+def narrow_gemv_for(m: int, n: int) -> bool:
+    """Do the blocked design's panel GEMVs take a thread a row for an m x n batch (its
+    largest matrix)?  NARROW_GEMV when set, else from NARROW_GEMV_FROM on."""
+    return max(m, n) >= NARROW_GEMV_FROM if NARROW_GEMV is None else bool(NARROW_GEMV)
+
+
 # ORGBR's thread shapes (orgbr_kernel has no stage or nb).
 ORGBR_SETTINGS = tuple(GebrdSetting(x, y, False) for x, y in _SHAPES)
 

@@ -426,7 +426,12 @@ __host__ __device__ constexpr int lu_rows_direct_min_blocks(int lane_bytes) { re
 // identity and stores nothing).  Measured on the H100 (bench/solve.py's batches, one
 // process, the general kernel forced for the other side): DGESV 16 x 16 245 us against
 // 273, 32 x 32 324 against 353, SGESV 32 x 32 341 against 400 (before the seven blocks
-// of lu_rows_direct_min_blocks), the same X to the bit.
+// of lu_rows_direct_min_blocks), the same X to the bit.  Since session 64 it pivots by
+// choose_pivot's threshold keys (no pivot is returned: one warp reduction a step instead
+// of three) and leaves the rows out of P A's order (getf2_rows' ORDER: U's rows are read
+// where the factorization stored them): DGESV 16 x 16 239.5 -> 201 us, 32 x 32 322.5 ->
+// 293.7, SGESV 32 x 32 324 -> 305.7 (H100, one process); X up to rounding (near-ties may
+// pivot apart).
 template <bool DIRECT, class MatA, class Vec, class IVec, int NB, int L>
 __device__ __forceinline__ void getrf_rows_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X,
                                                 long long x_col, int nrhs, int flags, long long count) {
@@ -509,7 +514,11 @@ __device__ __forceinline__ void getrf_rows_body(MatA A, MatA LU, IVec piv, int* 
       if (staged && active && nrhs > 0 && row < n) b0[r] = B.vector(b)[row * B.inc];
     }
     int orig[R], my_piv[R];
-    const int fail = bdf::getf2_rows<NB, L>(lane, m, n, steps, a, orig, my_piv, U, REAL && nrhs > 0, b0);
+    // DIRECT (X alone, m = n = NB, real: b rides along): choose_pivot's threshold pivots (one
+    // reduction a step) and the rows left out of P A's order (getf2_rows' ORDER)
+    constexpr bool X_ALONE = DIRECT && REAL;
+    const int fail = bdf::getf2_rows<NB, L, T, R, !DIRECT, !X_ALONE>(lane, m, n, steps, a, orig, my_piv, U,
+                                                                     REAL && nrhs > 0, b0);
     if (active && lane == 0) info[b] = fail;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -535,7 +544,7 @@ __device__ __forceinline__ void getrf_rows_body(MatA A, MatA LU, IVec piv, int* 
     // rows take b_i itself (REAL: read again; X, which may alias B, is written after every
     // read of the lane's own rows).
     bdf::PivotScale<T> scale[R];  // REAL: U's diagonal scales (complex: getrs_rows_upper reads them itself)
-    if constexpr (REAL) bdf::rows_scale_u<NB, L>(lane, fail ? 0 : n, a, U, scale);
+    if constexpr (REAL) bdf::rows_scale_u<NB, L, T, R, X_ALONE>(lane, fail ? 0 : n, a, U, scale);
     for (int c = 0; c < nrhs; ++c) {
       T x[R];
 #pragma unroll

@@ -375,8 +375,8 @@ def test_cluster_design_against_one_block(xp, setting, dtype):
 @pytest.mark.parametrize("setting", [DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]], ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128], ids=str)
 def test_narrow_panel_gemvs(xp, monkeypatch, setting, dtype):
-    """LABRD's GEMV-Ns on the panel's columns with a thread a row (gebrd_settings.NARROW_GEMV,
-    the default since measured): the same reduction as the 32 x 8 shape to rounding, LAPACK's
+    """LABRD's GEMV-Ns on the panel's columns with a thread a row (gebrd_settings.NARROW_GEMV
+    forced; by default from NARROW_GEMV_FROM rows or columns on): the same reduction as the 32 x 8 shape to rounding, LAPACK's
     residuals, tall and wide, one block and a cluster."""
     gpu_only_setting(xp, setting)
     rng = rng_for("narrow", dtype, setting.cluster)
@@ -393,6 +393,18 @@ def test_narrow_panel_gemvs(xp, monkeypatch, setting, dtype):
         scale = np.abs(A).max()
         for got, want in zip(out[1:3], ref[1:3]):
             assert np.abs(to_np(got) - to_np(want)).max() <= 200 * eps(dtype) * max(m, n) * scale, (m, n)
+
+
+def test_narrow_gemv_rule_by_size(monkeypatch):
+    """The narrow panel GEMVs by default from NARROW_GEMV_FROM (the larger side of the
+    batch's largest matrix), slower below it on the H100; NARROW_GEMV forces either."""
+    monkeypatch.setattr(gs, "NARROW_GEMV", None)
+    edge = gs.NARROW_GEMV_FROM
+    assert not gs.narrow_gemv_for(256, 256) and not gs.narrow_gemv_for(edge - 1, 64)
+    assert gs.narrow_gemv_for(edge, 256) and gs.narrow_gemv_for(256, edge) and gs.narrow_gemv_for(1024, 512)
+    for forced in (True, False):
+        monkeypatch.setattr(gs, "NARROW_GEMV", forced)
+        assert gs.narrow_gemv_for(32, 32) is forced and gs.narrow_gemv_for(2048, 2048) is forced
 
 
 # --- lists (pointer and variable layouts) ----------------------------------------------------

@@ -73,10 +73,12 @@ for arg in "$@"; do
       script=${what%%+*}
       extra=()
       if [ "$script" != "$what" ]; then IFS=+ read -r -a extra <<< "${what#*+}"; fi
-      # the same script again in one call: its own log and results folder (py_NAME_2.log,
-      # $OUT/run2), so that the second run does not overwrite the first's files
+      # the same script (or another of the same name) again in one call: its own log and
+      # results folder (py_NAME_2.log, $OUT/run2), so that the second run does not
+      # overwrite the first's files
       name="py_$(basename "${script%.py}")" dir="$OUT" k=2
       while [ -e "$OUT/$name.log" ]; do name="py_$(basename "${script%.py}")_$k" dir="$OUT/run$k" k=$((k + 1)); done
+      mkdir -p "$dir"
       step "$name" "${LIMIT:-300}" python3 "$script" --results-dir "$dir" "${extra[@]}" ;;
     wheels) step wheels 120 python3 -m pip install --no-index --no-deps .whl/*.whl ;;
     targets)

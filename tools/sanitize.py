@@ -470,10 +470,11 @@ def section_gebrd_cluster():
                 checks += 1
             bt.gebrd([rand((int(m), int(n)), dtype) for m, n in ((50, 40), (30, 60), (0, 4), (18, 17))], setting=s)
             checks += 1
-        # LABRD's panel GEMVs in the shape the default does not take (gebrd_settings.NARROW_GEMV:
-        # a thread a row, or the 32 x 8 shape), one block and a cluster
+        # LABRD's panel GEMVs in the shape the default does not take at these sizes
+        # (gebrd_settings.narrow_gemv_for: a thread a row, or the 32 x 8 shape), one block
+        # and a cluster
         default = gs.NARROW_GEMV
-        gs.NARROW_GEMV = not default
+        gs.NARROW_GEMV = not gs.narrow_gemv_for(70, 45)
         try:
             for s in (gs.DEFAULT_BLOCKED, CLUSTER_SETTINGS[1]):
                 bt.gebrd(rand((2, 70, 45), dtype), setting=s)
@@ -628,9 +629,10 @@ def section_lu():
 
 def section_lu_direct():
     # The rows and cols settings' direct kernels (GESV for X alone: packed NB x NB batches
-    # at a 16-byte aligned address, one right-hand side), which gesv (factors wanted)
-    # never takes: C and F order, batch 1, 3 and 65,537 (a partial last warp: groups past
-    # the batch factor the identity), a singular matrix (X = B).
+    # at a 16-byte aligned address, one right-hand side; the rows design's with threshold
+    # pivots and its rows left out of order), which gesv (factors wanted) never takes: C
+    # and F order, batch 1, 3 and 65,537 (a partial last warp: groups past the batch
+    # factor the identity), a singular matrix (X = B).
     global checks
     from batched.factorizations import lu as lu_module
 
