@@ -90,12 +90,14 @@ __device__ int getf2_tile(ThreadGroup<G> g, int m, int n, T* s, int lds, int* sp
 // Sync:     no barrier assumed on entry; ends after a barrier.
 // Memory:   reads the strict lower triangle and the upper triangle of lu.
 // Failure:  none: a zero diagonal entry of U gives Inf/NaN (callers with info > 0 skip it).
+// forward = false: x holds y = L^{-1} P b already (a right-hand side that rode through
+// the factorization as one more column): U x = y alone.
 template <typename T, int G>
-__device__ void getrs_tile(ThreadGroup<G> g, int n, const T* lu, int ldlu, T* x, T* work) {
+__device__ void getrs_tile(ThreadGroup<G> g, int n, const T* lu, int ldlu, T* x, T* work, bool forward = true) {
   constexpr int DX = G < 32 ? G : 32, DY = G / DX;
-  g.sync();                                                                    // x is filled
-  trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, true, true, 0, n, x, work);    // L y = x, unit lower
-  trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, false, false, 0, n, x, work);  // U x = y
+  g.sync();                                                                                // x is filled
+  if (forward) trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, true, true, 0, n, x, work);  // L y = x, unit lower
+  trsv_window<T, DX, DY>(g, lu, ldlu, OP_N, false, false, 0, n, x, work);              // U x = y
 }
 
 // Exchange element j of a register vector with element p (j <= p < limit), element i

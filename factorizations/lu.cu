@@ -70,14 +70,16 @@ template <typename T, int NB, int G> __host__ __device__ constexpr int lu_fused_
 // and warps designs): info, the pivots (spiv, 0-based; stored 1-based), the factors (s,
 // column-major, leading dimension lds) into LU, and with nrhs > 0 (m == n) each
 // right-hand side x = U^{-1} L^{-1} (P b) by bdf::getrs_tile, row i of P b being row
-// perm[i] of b; `first` (or null) holds the first column of B, read earlier.  A singular
-// matrix leaves X = B, as LAPACK's xGESV.  X may alias B: each column is read whole
-// before it is written.  Ends after a barrier.
+// perm[i] of b; `first` (or null) holds the first column of B, read earlier.  `rode` (or
+// null): the first right-hand side rode through the factorization as column n of s, which
+// holds L^{-1} P b, so only U x = y is left for it.  A singular matrix leaves X = B, as
+// LAPACK's xGESV.  X may alias B: each column is read whole before it is written.  Ends
+// after a barrier.
 template <int G, class MatA, class Vec, class IVec, typename T>
 __device__ void lu_tile_outputs(bdf::ThreadGroup<G> g, long long b, int m, int n, int fail, const T* s, int lds,
                                 const int* spiv, const int* perm, const T* first, MatA LU, IVec piv, int* info,
                                 Vec B, long long b_col, Vec X, long long x_col, int nrhs, int flags, T* sx,
-                                T* work) {
+                                T* work, const T* rode = nullptr) {
   const int kmin = m < n ? m : n;
   if (g.rank == 0) info[b] = fail;
   if (flags & LU_WRITE_PIV) {
@@ -100,8 +102,10 @@ __device__ void lu_tile_outputs(bdf::ThreadGroup<G> g, long long b, int m, int n
       for (int i = g.rank; i < n; i += G) xv[i * X.inc] = stored ? first[i] : bv[i * B.inc];
       continue;  // uniform over the group
     }
-    for (int i = g.rank; i < n; i += G) sx[i] = stored ? first[perm[i]] : bv[(long long)perm[i] * B.inc];
-    bdf::getrs_tile<T, G>(g, n, s, lds, sx, work);  // begins and ends with a barrier
+    const bool ridden = rode != nullptr && c == 0;
+    for (int i = g.rank; i < n; i += G)
+      sx[i] = ridden ? rode[i] : stored ? first[perm[i]] : bv[(long long)perm[i] * B.inc];
+    bdf::getrs_tile<T, G>(g, n, s, lds, sx, work, !ridden);  // begins and ends with a barrier
     for (int i = g.rank; i < n; i += G) xv[i * X.inc] = sx[i];
   }
   g.sync();  // s, sx and the caller's arrays are refilled by the next matrix
@@ -801,15 +805,17 @@ getrf_cols_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long 
 // --- warps design ----------------------------------------------------------------------
 
 // Shared memory of getrf_warps_kernel (NB, THREADS): the matrix (U, then the factors:
-// NB + 1 by NB elements), the multipliers' two slots (2 NB), the first right-hand side
-// and the solve's vector (NB each), getrs_tile's work, then the ints: the step's pivot
-// and flag (two slots), spiv and sorig (NB each).  The same sums as
-// LuSetting.warps_bytes in lu_settings.py.
+// NB + 1 by NB elements), the first right-hand side (NB: column NB of the matrix, where
+// the panels design's right-hand side rides when n = NB), the multipliers' two slots (2
+// NB) and the solve's vector (NB), getrs_tile's work, then the ints: the step's pivot and
+// flag (two slots), spiv and sorig (NB each).  The same sums as LuSetting.warps_bytes in
+// lu_settings.py.
 template <typename T, int NB, int THREADS> struct WarpsSmem {
   static __host__ __device__ constexpr int align(int v) { return (v + 15) / 16 * 16; }
-  static constexpr int sl = align(NB * (NB + 1) * int(sizeof(T)));
-  static constexpr int sb = sl + 2 * NB * int(sizeof(T));
-  static constexpr int sx = sb + NB * int(sizeof(T));
+  static constexpr int sb = NB * (NB + 1) * int(sizeof(T));
+  static_assert(sb % 16 == 0, "the right-hand side is column NB of the matrix");
+  static constexpr int sl = sb + NB * int(sizeof(T));
+  static constexpr int sx = sl + 2 * NB * int(sizeof(T));
   static constexpr int work = align(sx + NB * int(sizeof(T)));
   static constexpr int sstep = align(work + bdf::lu_work_bytes<T>(THREADS));
   static constexpr int spiv = sstep + 4 * 4;
@@ -861,29 +867,45 @@ __device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int*
     const int n = a_trans ? A.rows(b) : A.cols(b);
     // 1. A into S column-major (consecutive threads read consecutive elements in the
     //    user's orientation; zeros outside m x n), the first right-hand side into sb
+    //    by cp.async, every element of a thread in flight at once (a loop of loads and
+    //    stores kept four: the load was latency-bound; H100, session 64, one process:
+    //    DGESV 128 1.89 -> 1.78 ms, DGETRF 128 1.72 -> 1.59, DGESV 64 1.11 -> 1.00).  The
+    //    panels design's first right-hand side rides through the factorization as column
+    //    n of S (sb is column NB), the others' waits in sb.
     const T* src = A.matrix(b);
     const long long lda = A.ldim(b);
 #pragma unroll 4
     for (int q = tid; q < NB * NB; q += THREADS) {
       const int fast = q % NB, slow = q / NB;
       const int i = a_trans ? slow : fast, j = a_trans ? fast : slow;
-      S[i + j * LD] = i < m && j < n ? src[fast + slow * lda] : T(0);
+      const bool in = i < m && j < n;
+      bdf::copy_async_zfill<int(sizeof(T))>(S + i + j * LD, in ? src + fast + slow * lda : src,
+                                            in ? int(sizeof(T)) : 0);
     }
-    if (nrhs > 0)
-      for (int i = tid; i < n; i += THREADS) sb[i] = B.vector(b)[i * B.inc];
+    bdf::stage_commit();
+    const bool ride = PANELS && nrhs > 0;  // (m == n: GESV)
+    T* first = ride ? S + n * LD : sb;
+    if (nrhs > 0 && !ride)
+      for (int i = tid; i < n; i += THREADS) first[i] = B.vector(b)[i * B.inc];
+    bdf::stage_wait<0>();
+    if (ride) {
+      g.sync();  // column n's zeros (n < NB) are in place before b takes it
+      for (int i = tid; i < n; i += THREADS) first[i] = B.vector(b)[i * B.inc];
+    }
     g.sync();
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
     int fail;
     if constexpr (PANELS) {
-      fail = bdf::getf2_panels<NB, W, LU_PANEL_COLS>(m, n, S, sl, spiv, sorig);
+      fail = bdf::getf2_panels<NB, W, LU_PANEL_COLS>(m, ride ? n + 1 : n, S, sl, spiv, sorig);
     } else {
       T a[C][R];
       bdf::warps_load<W>(a, S, LD);
       fail = bdf::getf2_warps<NB, W>(m, n, a, S, sl, sstep, spiv, sorig);
     }
     // 3. info, pivots, factors and GESV (the launcher guarantees m == n): b_i at row sorig[i]
-    lu_tile_outputs(g, b, m, n, fail, S, LD, spiv, sorig, static_cast<const T*>(sb), LU, piv, info, B, b_col, X,
-                    x_col, nrhs, flags, sx, reinterpret_cast<T*>(work));  // ends with a barrier
+    lu_tile_outputs(g, b, m, n, fail, S, LD, spiv, sorig, ride ? static_cast<const T*>(nullptr) : first, LU, piv,
+                    info, B, b_col, X, x_col, nrhs, flags, sx, reinterpret_cast<T*>(work),
+                    ride ? static_cast<const T*>(first) : nullptr);  // ends with a barrier
   }
 }
 

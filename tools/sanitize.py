@@ -577,7 +577,9 @@ def section_lu_regs():
 
 def section_lu_blocks():
     # the warps and panels settings (a block per matrix): sizes across the lanes' rows
-    # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as lu_regs
+    # (31 .. 33) and the panels, batch 65,537 for NB = 64, the same accesses as lu_regs;
+    # the panels design's riding right-hand side (column n of the matrix, NB: the
+    # vector past it) with and without the factors
     global checks
     for dtype in _lu_dtypes():
         for s in bt.LU_SETTINGS:
@@ -593,6 +595,10 @@ def section_lu_blocks():
                     S = rand((batch, n + 1, n), dtype)[:, :n, :]  # sliced rows, two right-hand sides
                     bt.gesv(S, rand((batch, n, 2), dtype), setting=s)
                     checks += 4
+                    if s.panels:  # X alone (solve's flags); the first right-hand side rides as column n
+                        from batched.factorizations import lu as lu_module
+                        lu_module._gesv_arrays(T, rand((batch, n), dtype), False, False, s, want_factors=False)
+                        checks += 1
             mats = [rand((int(m), int(m)), dtype) for m in rng.integers(0, s.nb + 1, 9)]
             bt.gesv(mats, [rand((m.shape[0],), dtype) for m in mats], setting=s)
             checks += 1
