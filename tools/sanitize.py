@@ -604,6 +604,23 @@ def section_lu_blocks():
             checks += 1
 
 
+def section_lu_panels():
+    # the panels design alone (racecheck of the whole lu_blocks ran past 150 s): its riding
+    # right-hand side (X alone, and with the factors and a second right-hand side), GETRF;
+    # n across the last panel and the lanes' rows, a singular matrix; the default setting
+    global checks
+    from batched.factorizations import lu as lu_module
+    for dtype in (np.float64, np.float32):
+        s = next(x for x in bt.LU_SETTINGS if x.panels and x.threads == 256)
+        for n in (33, s.nb - 1, s.nb):
+            T = rand((2, n, n), dtype)
+            T[0, :, n - 1] = 0
+            lu_module._gesv_arrays(T, rand((2, n), dtype), False, False, s, want_factors=False)
+            bt.gesv(T, rand((2, n, 2), dtype), setting=s)
+            bt.getrf(T, setting=s)
+            checks += 3
+
+
 def section_lu_pipeline():
     global checks
     # The thread design's pipeline across turns: 200,001 matrices, so that every warp of
@@ -784,7 +801,8 @@ SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, 
             "svd": section_svd, "gesvj": section_gesvj, "dqds": section_dqds}
 # Parts of a section, for --only (not run by default: their section runs them).
 PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
-         "lu_pipeline": section_lu_pipeline, "cholesky_blocked": section_cholesky_blocked,
+         "lu_pipeline": section_lu_pipeline, "lu_panels": section_lu_panels,
+         "cholesky_blocked": section_cholesky_blocked,
          "gebrd_lanes": section_gebrd_lanes, "gebrd_cluster": section_gebrd_cluster}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
