@@ -633,7 +633,8 @@ __device__ __forceinline__ void rows_scale_u(int lane, int n, T (&a)[R][NB], con
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = lane + r * L;
-    if constexpr (STORED_RCP) s[r] = row < n ? PivotScale<T>(U[row * LDU + row], U[row * LDU + NB]) : PivotScale<T>(T(1));
+    if constexpr (STORED_RCP)
+      s[r] = row < n ? PivotScale<T>(U[row * LDU + row], U[row * LDU + NB]) : PivotScale<T>(T(1));
     else s[r] = PivotScale<T>(row < n ? U[row * LDU + row] : T(1));
     if (row < n) pivot_scale_row(s[r], a[r], row);
   }

@@ -866,12 +866,12 @@ __device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int*
     const int m = a_trans ? A.cols(b) : A.rows(b);
     const int n = a_trans ? A.rows(b) : A.cols(b);
     // 1. A into S column-major (consecutive threads read consecutive elements in the
-    //    user's orientation; zeros outside m x n), the first right-hand side into sb
-    //    by cp.async, every element of a thread in flight at once (a loop of loads and
-    //    stores kept four: the load was latency-bound; H100, session 64, one process:
-    //    DGESV 128 1.89 -> 1.78 ms, DGETRF 128 1.72 -> 1.59, DGESV 64 1.11 -> 1.00).  The
-    //    panels design's first right-hand side rides through the factorization as column
-    //    n of S (sb is column NB), the others' waits in sb.
+    //    user's orientation; zeros outside m x n) by cp.async, every element of a thread
+    //    in flight at once (a loop of loads and stores kept four: the load was
+    //    latency-bound; H100, session 64, one process: DGESV 128 1.89 -> 1.78 ms, DGETRF
+    //    128 1.72 -> 1.59, DGESV 64 1.11 -> 1.00).  The first right-hand side: the panels
+    //    design's rides through the factorization as column n of S (sb is column NB), the
+    //    warps design's waits in sb.
     const T* src = A.matrix(b);
     const long long lda = A.ldim(b);
 #pragma unroll 4
