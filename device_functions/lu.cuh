@@ -891,9 +891,14 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
 // used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
 // trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
-// Exact pivots only: choose_pivot's threshold pivots for X alone behind a uniform branch
-// a step gained DGESV 128 1.7 % (1.858 ms against 1.890) and cost DGETRF 128 2.9 % (1.763
-// against 1.714; H100, one process).
+// EXACT = false (getrf_panels_direct_kernel: X alone, no pivot returned): choose_pivot's
+// threshold pivots (one reduction a step).  keep_l = false (X alone with one right-hand side
+// riding as column n - 1: L is never read again): the interchanges of later panels skip L's
+// columns, whose rows are left out of order.  Measured on the H100 (session 65, one
+// process): DGESV 128 1.684 -> 1.626 ms, SGESV 128 1.435 -> 1.357, CGESV 128 2.462 ->
+// 2.287, DGESV 96 2.165 -> 2.089.  A kernel of its own, not a branch: the threshold key
+// behind a branch a step cost DGETRF 128 2.9 %, the panel's code twice behind a branch a
+// panel 1.9 %.
 //
 // Threads:  the whole block of 32 W threads (W >= 2), every thread with the same m, n.
 // Shared:   S, the matrix column-major with leading dimension NB + 1 (rows and columns
@@ -905,12 +910,13 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // Memory:   on exit S holds P A = L U (m x n part), spiv LAPACK's ipiv - 1 and sorig[i]
 //           the row of A that row i of P A came from, as getf2_warps.
 // Failure:  LAPACK's info, returned to every thread.
-template <int NB, int W, int PB, typename T, int R = NB / 32>
-__device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv, int* sorig) {
+template <int NB, int W, int PB, bool EXACT = true, typename T, int R = NB / 32>
+__device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv, int* sorig, bool keep_l = true) {
   using Real = typename real_of<T>::type;
   constexpr int LD = NB + 1, U = W - 1, MOVES = 2 * PB, SLOT = 2 + 2 * MOVES;
   constexpr unsigned ALL = 0xffffffffu;
   static_assert(R * 32 == NB && W >= 2 && MOVES <= 32, "whole rows a lane, a panel warp and update warps");
+  static_assert(EXACT || NB <= PIVOT_POS_LIMIT, "positions within the threshold key");
   static_assert(2 * (PB + 1) * sizeof(T) + (1 + 2 * SLOT) * sizeof(int) <= 2 * NB * sizeof(T), "sl's room");
   const int lane = int(threadIdx.x & 31u), w = int(threadIdx.x / 32);
   const int kmin = m < n ? m : n, panels = (kmin + PB - 1) / PB;
@@ -948,7 +954,7 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
         v[q] = a[q][t];
         cand[q] = valid[q] && pos[q] >= j;
       }
-      const PivotChoice<T> choice = choose_pivot<32>(cand, pos, v, key);
+      const PivotChoice<T> choice = choose_pivot<32, R, T, EXACT>(cand, pos, v, key);
       const int at = choice.at;
       // the pivot row from column t on, and its reciprocal, to the warp (two slots: a
       // lane writing step t + 1's has passed the barrier every lane reaches after
@@ -1090,7 +1096,7 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
       // thread syncs on orders the accesses around it for compute-sanitizer's racecheck too
       if (p + 1 < panels) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");
       apply_panel(k, kb, mv, k2, k2 + kb2, n, true);  // the rest of the trailing columns
-      apply_panel(k, kb, mv, k2, 0, k, false);        // L's columns left of the panel
+      if (keep_l) apply_panel(k, kb, mv, k2, 0, k, false);  // L's columns left of the panel
       if (w == 1) {                                   // the rows' origins
         const int count = mv[0];
         const int from = lane < count ? sorig[mv[2 + MOVES + lane]] : 0;

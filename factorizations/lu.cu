@@ -40,6 +40,11 @@
 //   held in registers (bdf::getf2_warps: lane i of every warp rows i, i + 32, .., warp w
 //   the columns w, w + W, ..), entering and leaving through shared memory, where GESV
 //   solves by bdf::getrs_tile in the same launch.
+// Panels design (getrf_panels_kernel, max(m, n) <= NB = 128): the warps design's block,
+//   the matrix factored where it lies in shared memory (bdf::getf2_panels: a panel warp
+//   and update warps), the first right-hand side riding as column n; its direct kernel
+//   (getrf_panels_direct_kernel, uniform layout) solves for X alone (threshold pivots,
+//   L not kept in order with one right-hand side).
 // LASWP (laswp_kernel): a thread per (matrix, right-hand side) applies the pivots
 //   in order (or in reverse order) to its column.
 #include "common.cuh"
@@ -443,9 +448,13 @@ __device__ __forceinline__ void getrf_rows_body(MatA A, MatA LU, IVec piv, int* 
   constexpr int R = NB / L;  // rows per lane
   static_assert(R >= 1 && R * L == NB && L <= 32 && (L & (L - 1)) == 0, "a power-of-two group of lanes, R rows each");
   constexpr int PER_WARP = 32 / L, WARPS = LU_ROWS_BLOCK / 32, GROUPS = LU_ROWS_BLOCK / L;
-  constexpr int U_ELEMS = NB * bdf::rows_ldu<T>(NB);
-  constexpr unsigned ALL = 0xffffffffu;
   using P16 = bdf::Pack16<T>;
+  // A group's NB rows of U and one 16-byte piece more: the rows alone fill a multiple of
+  // 128 bytes at NB = 16 and 32, which put the same element of every group of a warp in
+  // the same banks (ncu, DGESV 16 x 16: the pivot rows' broadcast loads 2-way conflicted,
+  // 27 % of the shared wavefronts excessive)
+  constexpr int U_ELEMS = NB * bdf::rows_ldu<T>(NB) + P16::W;
+  constexpr unsigned ALL = 0xffffffffu;
   __shared__ __align__(16) unsigned char raw[GROUPS * U_ELEMS * sizeof(T)];
   T* U = reinterpret_cast<T*>(raw) + (threadIdx.x / L) * U_ELEMS;
   const int wl = int(threadIdx.x & 31u), lane = wl % L;
@@ -841,7 +850,7 @@ template <typename T, int NB, int THREADS> struct WarpsSmem {
 // (80 registers for three blocks an SM) 48 bytes of spills against eight columns' 268.
 constexpr int LU_PANEL_COLS = 4;
 
-template <bool PANELS, class MatA, class Vec, class IVec, int NB, int THREADS>
+template <bool PANELS, bool X_ALONE, class MatA, class Vec, class IVec, int NB, int THREADS>
 __device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col,
                                                  Vec X, long long x_col, int nrhs, int flags, long long count) {
   using T = typename MatA::value_type;
@@ -896,7 +905,10 @@ __device__ __forceinline__ void getrf_block_body(MatA A, MatA LU, IVec piv, int*
     // 2. P A = L U (getf2_warps' first barrier comes before anything is written to S)
     int fail;
     if constexpr (PANELS) {
-      fail = bdf::getf2_panels<NB, W, LU_PANEL_COLS>(m, ride ? n + 1 : n, S, sl, spiv, sorig);
+      // X alone (the direct kernel: no factors, no pivots stored) takes threshold pivots;
+      // with only the riding right-hand side L is not kept in order
+      fail = bdf::getf2_panels<NB, W, LU_PANEL_COLS, !X_ALONE>(m, ride ? n + 1 : n, S, sl, spiv, sorig,
+                                                               !X_ALONE || nrhs > 1);
     } else {
       T a[C][R];
       bdf::warps_load<W>(a, S, LD);
@@ -913,7 +925,7 @@ template <class MatA, class Vec, class IVec, int NB, int THREADS>
 __global__ void __launch_bounds__(THREADS)
 getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                    int nrhs, int flags, long long count) {
-  getrf_block_body<false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+  getrf_block_body<false, false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
 }
 
 // Blocks of the panels design an SM should hold: as many as the shared memory takes (228
@@ -929,7 +941,18 @@ template <class MatA, class Vec, class IVec, int NB, int THREADS>
 __global__ void __launch_bounds__(THREADS, lu_panels_min_blocks<typename MatA::value_type, NB, THREADS>())
 getrf_panels_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                     int nrhs, int flags, long long count) {
-  getrf_block_body<true, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+  getrf_block_body<true, false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags,
+                                                              count);
+}
+
+// X alone (solve(): the launcher passes neither LU_WRITE_LU nor LU_WRITE_PIV, nrhs >= 1),
+// any uniform batch the panels design takes.
+template <class MatA, class Vec, class IVec, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS, lu_panels_min_blocks<typename MatA::value_type, NB, THREADS>())
+getrf_panels_direct_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
+                           int nrhs, int flags, long long count) {
+  getrf_block_body<true, true, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags,
+                                                             count);
 }
 
 // Blocked design: gemm tiles of the trailing update (16 x 16 threads, 32 x 32 outputs).

@@ -48,14 +48,14 @@ _IVEC = {"uniform": "bdf::UniformVector<int>", "pointer": "bdf::PointerVector<in
 
 def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None) -> str:
     """``kind``: a setting's design ('fused', 'blocked', 'thread', 'rows', 'cols', 'warps', 'panels'),
-    'direct' (a thread, rows or cols setting's kernel for packed, aligned nb x nb matrices:
-    uniform layout only) or 'laswp' (no setting).  Every kernel but blocked and laswp
+    'direct' (a thread, rows or cols setting's kernel for packed, aligned nb x nb matrices,
+    a panels setting's for X alone: uniform layout only) or 'laswp' (no setting).  Every kernel but blocked and laswp
     takes the same arguments."""
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
     M, V, I = ln.accessor_type(mat, dtype), ln.accessor_type(vec, dtype), _IVEC[layout]
     if kind == "laswp":
         return f"laswp_kernel<{M}, {V}, {I}>"
-    if kind == "direct" and (setting.cols or setting.rows):
+    if kind == "direct" and (setting.cols or setting.rows or setting.panels):
         return f"getrf_{setting.design}_direct_kernel<{M}, {V}, {I}, {setting.template_args()}>"
     if kind in ("fused", "thread", "direct", "rows", "cols", "warps", "panels"):
         return f"getrf_{kind}_kernel<{M}, {V}, {I}, {setting.template_args()}>"
@@ -64,14 +64,14 @@ def kernel_name(kind: str, layout: str, dtype, setting: LuSetting | None = None)
 
 def _has_direct(setting: LuSetting, dtype) -> bool:
     """Does the setting have a direct kernel for ``dtype`` (rows: real types only)?"""
-    return setting.thread or setting.cols or (setting.rows and np.dtype(dtype).kind != "c")
+    return setting.thread or setting.cols or setting.panels or (setting.rows and np.dtype(dtype).kind != "c")
 
 
 def registered_names() -> list[str]:
     """Every instantiation of lu.cu: each setting for each layout and each dtype it is
     compiled for (a thread setting only where its matrix fits the register budget; the
-    direct kernels of the thread and cols settings, and of the rows settings for real
-    types, for the uniform layout)."""
+    direct kernels of the thread, cols and panels settings, and of the rows settings for
+    real types, for the uniform layout)."""
     return ([kernel_name(s.design, layout, dt, s) for layout in ln.LAYOUT_ACCESSORS for dt in ar.SUPPORTED_DTYPES
              for s in LU_SETTINGS if s.compiled_for(np.dtype(dt).itemsize)]
             + [kernel_name("direct", "uniform", dt, s) for dt in ar.SUPPORTED_DTYPES
@@ -639,16 +639,19 @@ def _packed_aligned(a, count: int) -> bool:
 
 
 def _takes_direct(setting: LuSetting, a, count: int, dtype, write_lu: bool, write_piv: bool, nrhs: int) -> bool:
-    """Does a thread, rows or cols setting run its direct kernel on the uniform operand
-    ``a``: one packed run of nb x nb matrices at a 16-byte aligned address, and for a
-    thread setting the factors not stored unless a matrix is at most 32 bytes, for a
-    rows (real ``dtype``) or cols setting X alone with one right-hand side (all its
-    direct kernel compiles)?  A thread's 16-byte stores of its factors reach memory
+    """Does a thread, rows, cols or panels setting run its direct kernel on the uniform
+    operand ``a``?  A panels setting for X alone (threshold pivots: solve() returns no
+    pivots), any matrix and right-hand sides; the others on one packed run of nb x nb
+    matrices at a 16-byte aligned address, and for a thread setting the factors not
+    stored unless a matrix is at most 32 bytes, for a rows (real ``dtype``) or cols
+    setting X alone with one right-hand side (all its direct kernel compiles).  A thread's 16-byte stores of its factors reach memory
     half a sector each when its matrix is larger: measured on an H100
     (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us that way against 271-282
     through the pipeline's coalesced runs, 4 x 4 float64 372 against 226; at 2 x 2
     the direct kernel was faster (float32 252 against 405 us, float64 218 against
     238)."""
+    if setting.panels:
+        return not write_lu and not write_piv and nrhs >= 1
     if not _has_direct(setting, dtype) or not (a.rows == a.cols == setting.nb and _packed_aligned(a, count)):
         return False
     if setting.cols or setting.rows:

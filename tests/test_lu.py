@@ -821,10 +821,10 @@ def test_register_designs_match_fused(xp, setting, dtype):
                     bm = B[..., None] if k == 0 else B
                     assert solve_ratio(A[~bad], xm[~bad], bm[~bad]) <= THRESHOLD
                     # no factors stored (solve's flags, without LU and PIV): the same X, but where
-                    # X alone takes threshold pivots (the rows design's direct kernel): there
-                    # near-ties may pivot apart, so X up to rounding, backward stable
+                    # X alone takes threshold pivots (the rows design's direct kernel, the panels
+                    # design): there near-ties may pivot apart, so X up to rounding, backward stable
                     x_s = to_np(lu_module._gesv_arrays(Ad, Bd, False, False, setting, want_factors=False)[2])
-                    if setting.rows:
+                    if setting.rows or setting.panels:
                         np.testing.assert_array_equal(x_s[bad], B[bad])
                         _close_solutions(x_s[~bad], x_t[~bad], A[~bad], dtype)
                         xm = x_s[..., None] if k == 0 else x_s
@@ -898,12 +898,13 @@ def _same_solutions(x, ref, A, B, singular, dtype):
         _close_solutions(x[keep], ref[keep], A[keep], dtype)
 
 
-@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("n", [8, 16, 32, 100, 128])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
 def test_threshold_pivots_of_x_alone_on_near_ties(xp, dtype, n):
     """solve() for X alone by the rows design's direct kernel (float64 16 and 32, float32
-    32; the other sizes and float32 16 are exact designs, checked alike) takes threshold
-    pivots: a candidate within 2^-14 of the column's
+    32) and the panels design (100, 128: with its riding right-hand side and L's columns
+    left out of order) takes threshold pivots (the other sizes and float32 16 are exact
+    designs, checked alike): a candidate within 2^-14 of the column's
     largest magnitude may win by its earlier position.  Column 0 of every matrix holds
     its two largest entries at random rows p < q, |A_q0| = |A_p0| (1 + rel): rel = 2^-20
     (below the threshold's resolution: exact pivoting takes q, the threshold p) or 2^-10
@@ -997,6 +998,56 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
             assert kinds == [None]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_panels_direct_kernel_solves_x_alone(xp, dtype, monkeypatch):
+    """The panels design's direct kernel (threshold pivots; L left out of order with one
+    right-hand side) runs for X alone from any uniform batch (C, F, a sub-array, off the
+    16-byte alignment) with one, strided or three right-hand sides, and only then: GESV
+    with its factors and GETRF take the general kernel.  X is backward stable, equals the
+    general kernel's X up to rounding, and is B for a singular matrix."""
+    if xp is np:
+        pytest.skip("GPU kernels (the CPU backend has one path)")
+    s = PANELS_SETTINGS[0]
+    if not_compiled(s, dtype):
+        pytest.skip("the panels design is not compiled for 16-byte elements (test_register_designs_lists checks the error)")
+    kinds = []
+    launch = lu_module._launch_factor
+
+    def spy(layout, dt, setting, plan, args, kind=None):
+        kinds.append(kind)
+        return launch(layout, dt, setting, plan, args, kind)
+
+    monkeypatch.setattr(lu_module, "_launch_factor", spy)
+    rng = rng_for("panels_direct", str(np.dtype(dtype)))
+    count, n = 19, 100
+    A = lu_matrix(rng, (count,), n, n, dtype, "rand")
+    A[4, :, n - 1] = 0   # singular: info = n, X = B
+    ok = np.arange(count) != 4
+    B = random_array(rng, (count, n), dtype)
+    B3 = random_array(rng, (count, n, 3), dtype)
+    for layout in ("C", "F", "sub_F", "off"):
+        Ad = packed_off_aligned(xp, A) if layout == "off" else arrange(xp, A, layout)
+        for b_layout in ("C", "strided", "three"):
+            Bd = to_xp(xp, B3) if b_layout == "three" else arrange(xp, B, b_layout, 1)
+            Bn = B3 if b_layout == "three" else B
+            kinds.clear()
+            x_ref = to_np(gesv(Ad, Bd, setting=s)[2])
+            assert kinds == [None], (layout, b_layout)
+            kinds.clear()
+            poison_pool(xp, A.nbytes)
+            x, info = lu_module._gesv_arrays(Ad, Bd, False, False, s, want_factors=False)[2:]
+            assert kinds == ["direct"], (layout, b_layout)
+            x = to_np(x)
+            np.testing.assert_array_equal(to_np(info), np.where(ok, 0, n))
+            np.testing.assert_array_equal(x[~ok], Bn[~ok])
+            _close_solutions(x[ok], x_ref[ok], A[ok], dtype)
+            xm, bm = (x, Bn) if b_layout == "three" else (x[..., None], Bn[..., None])
+            assert solve_ratio(A[ok], xm[ok], bm[ok]) <= THRESHOLD
+    kinds.clear()
+    getrf(arrange(xp, A, "C"), setting=s)
+    assert kinds == [None]
+
+
 @pytest.mark.parametrize("setting", THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
                          + PANELS_SETTINGS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -1064,7 +1115,8 @@ def test_chooser_picks_registered_settings():
         for dt in DTYPES:
             assert kernel_name("laswp", layout, dt) in names
     compiled = sum(s.compiled_for(np.dtype(dt).itemsize) for s in LU_SETTINGS for dt in DTYPES)
-    direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS + COLS_SETTINGS for dt in DTYPES)
+    direct = sum(s.compiled_for(np.dtype(dt).itemsize) for s in THREAD_SETTINGS + COLS_SETTINGS + PANELS_SETTINGS
+                 for dt in DTYPES)
     direct += sum(s.compiled_for(np.dtype(dt).itemsize) for s in ROWS_SETTINGS for dt in DTYPES
                   if np.dtype(dt).kind != "c")   # rows: real types
     assert len(names) == 3 * (compiled + 4) + direct   # three layouts; laswp for each dtype; direct: uniform
