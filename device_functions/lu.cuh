@@ -334,8 +334,10 @@ template <int L, typename R> __device__ __forceinline__ int rows_pivot(unsigned 
 // lane's best candidate is the largest key, the smaller position among equal keys
 // (bdf::iamax's order); its PivotScale is computed while the group's reductions run, so
 // that the pivot's reciprocal comes with its row and no lane waits for a division after
-// the pivot is known.  `at` is the group's pivot position (rows_pivot).  Every lane of
-// the warp calls it.
+// the pivot is known.  The reductions come first in the code: a warp reduction cannot
+// be moved across the division's branch (ncu, panels design: REDUX issued after the
+// reciprocal's Newton steps, the two latencies in series).  `at` is the group's pivot
+// position (rows_pivot).  Every lane of the warp calls it.
 //
 // EXACT = false (a solve that returns X alone, where no pivot is seen): one 32-bit key
 // a row, the magnitude's leading bits above the position (threshold_pivot_key), and one
@@ -383,8 +385,8 @@ __device__ __forceinline__ PivotChoice<T> choose_pivot(const bool (&cand)[R], co
       c.best_pos = better ? pos[r] : c.best_pos;
       c.best_v = select(better, v[r], c.best_v);
     }
-    c.own = PivotScale<T>(c.best_v);
     c.at = rows_pivot<L, Real>(c.best, c.best_pos);
+    c.own = PivotScale<T>(c.best_v);  // after the reductions in the code (see above)
   } else {
     unsigned k[R], best = 0u;
 #pragma unroll
@@ -398,8 +400,8 @@ __device__ __forceinline__ PivotChoice<T> choose_pivot(const bool (&cand)[R], co
     for (int r = 1; r < R; ++r) c.best_v = select(k[r] == best, v[r], c.best_v);
     c.best = best;
     c.best_pos = PIVOT_POS_LIMIT - 1 - int(best & unsigned(PIVOT_POS_LIMIT - 1));
-    c.own = PivotScale<T>(c.best_v);
     const unsigned top = group_reduce<L, true>(best);
+    c.own = PivotScale<T>(c.best_v);  // after the reduction in the code (see above)
     c.at = top != 0u ? PIVOT_POS_LIMIT - 1 - int(top & unsigned(PIVOT_POS_LIMIT - 1)) : -1;
   }
   return c;
@@ -878,16 +880,23 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // rows that moved are published as a list of moves (at most 2 PB).  After one barrier the
 // W - 1 update warps apply the panel to the other columns: the moves (LAPACK's xLASWP;
 // every column but the panel's), U12 = L11^{-1} A12 (a lane a column) and A22 -= L21 U12
-// (lanes over rows, L21 in registers).  The next panel's columns come first and are
-// signalled by a named barrier, after which warp 0 factors that panel while the update
-// warps finish the others.  Why: in getf2_warps every step waits at a block barrier for
-// one warp's chain; here the block meets once a panel.  Measured on the H100 (session
-// 19, ncu at 128 x 128 float64, 256 threads): the panel warp is the critical path, about
-// 260 instructions and 1,500-2,000 cycles a step (its dependent chain: keys, three
-// reductions, the pivot row's trip through shared memory), the update warps a quarter of
-// their time at the panel barrier; DGESV 128 2.12 ms against warps' 2.28, SGESV 128 1.85
-// (three blocks an SM) against 2.02; the default for float32 and float64 from 65 to 128
-// (racecheck clean since the next panel's signal is a bar.sync: session 20).  The pivot order, the
+// (lanes over rows, L21 in registers).  The next panel's columns are warp 0's own: it
+// applies the panel to them itself (the same apply_panel, one warp) and factors the next
+// panel while the update warps apply it to the rest.  Why: in getf2_warps every step
+// waits at a block barrier for one warp's chain; here the block meets once a panel.
+// Measured on the H100 (session 19, ncu at 128 x 128 float64, 256 threads): the panel
+// warp is the critical path, about 260 instructions and 1,500-2,000 cycles a step (its
+// dependent chain: keys, three reductions, the pivot row's trip through shared memory),
+// the update warps a quarter of their time at the panel barrier; DGESV 128 2.12 ms against
+// warps' 2.28, SGESV 128 1.85 (three blocks an SM) against 2.02; the default for float32
+// and float64 from 65 to 128.  Until session 65 the update warps took the next panel's
+// columns first and signalled warp 0 by a named barrier (ncu, DGESV 128: warp 0 waited
+// there 16 % of its time); warp 0's own look-ahead with the pivot step's reductions first
+// and its pivot row stored once (choose_pivot, factor_panel), H100, one process: DGESV 128
+// 1.629 -> 1.601 ms, SGESV 128 1.371 -> 1.274, CGESV 128 2.312 -> 2.304, DGESV 96 2.097 ->
+// 2.052, SGETRF 128 1.418 -> 1.322, but DGETRF 128 1.629 -> 1.684 and CGETRF 128 2.359 ->
+// 2.378; the look-ahead alone: float32 faster (SGESV 128 1.319), float64 and complex64
+// slower (DGESV 128 1.700, CGESV 2.334).  The pivot order, the
 // reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
 // used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
 // trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
@@ -905,8 +914,7 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 //           past m and n are never read); sl, getf2_warps' 2 NB elements (the pivot
 //           row's two slots, then the info word and the moves of two panels: 2 PB + 2 +
 //           69 ints fit from NB = 64 on); spiv (min(m, n) ints), sorig (m ints).
-// Sync:     __syncthreads once a panel and once at the end; named barrier 1 (every
-//           thread) between the update warps' first columns and the next panel.
+// Sync:     __syncthreads once a panel and once at the end (__syncwarp within warps).
 // Memory:   on exit S holds P A = L U (m x n part), spiv LAPACK's ipiv - 1 and sorig[i]
 //           the row of A that row i of P A came from, as getf2_warps.
 // Failure:  LAPACK's info, returned to every thread.
@@ -959,14 +967,22 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
       // the pivot row from column t on, and its reciprocal, to the warp (two slots: a
       // lane writing step t + 1's has passed the barrier every lane reaches after
       // reading step t - 1's)
+      // (the lane's row by selects and one store: a store a row put the shared window's
+      // address, S2R SR_CgaCtaId, into each of R predicated blocks on the chain)
       T* row = sl + (t & 1) * (PB + 1);
+      T prow[PB];
+      bool own = false;
 #pragma unroll
       for (int q = 0; q < R; ++q) {
-        if (key[q] != 0ull && pos[q] == at) {
+        const bool here = key[q] != 0ull && pos[q] == at;
+        own = own || here;
 #pragma unroll
-          for (int c = t; c < PB; ++c) row[c] = a[q][c];
-          row[PB] = choice.own.r;  // 0 where the rule divides
-        }
+        for (int c = t; c < PB; ++c) prow[c] = q == 0 ? a[0][c] : select(here, a[q][c], prow[c]);
+      }
+      if (own) {
+#pragma unroll
+        for (int c = t; c < PB; ++c) row[c] = prow[c];
+        row[PB] = choice.own.r;  // 0 where the rule divides
       }
       __syncwarp();
       const T piv = row[t], rcp = row[PB];
@@ -1024,12 +1040,12 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
   // Update warp w's share of columns c0 <= j < c1 (those with (j - base) % U == w - 1)
   // for the panel at k (kb columns, moves mv): the rows interchanged; with `full` also
   // U12 solved and A22 updated.
-  auto apply_panel = [&](int k, int kb, const int* mv, int base, int c0, int c1, bool full) {
+  auto apply_panel = [&](int k, int kb, const int* mv, int base, int c0, int c1, bool full, int rank, int nw) {
     const int count = mv[0];
     const unsigned go_mask = unsigned(mv[1]);
-    const int first = c0 + ((base + w - 1 - c0) % U + U) % U;
+    const int first = c0 + ((base + rank - c0) % nw + nw) % nw;
     if (first >= c1) return;  // uniform over the warp
-    for (int j = first + U * lane; j < c1; j += 32 * U) {  // a lane a column
+    for (int j = first + nw * lane; j < c1; j += 32 * nw) {  // a lane a column
       T* col = S + j * LD;
       T v[MOVES];
 #pragma unroll
@@ -1063,7 +1079,7 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
 #pragma unroll
       for (int t = 0; t < PB; ++t)
         l[q][t] = k2 + lane + 32 * q < m && t < kb ? S[k2 + lane + 32 * q + (k + t) * LD] : T(0);
-    for (int j = first; j < c1; j += U) {
+    for (int j = first; j < c1; j += nw) {
       T* col = S + j * LD;
       T u[PB];  // a zero pivot's row of U12 takes no part
 #pragma unroll
@@ -1084,20 +1100,19 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
   for (int p = 0; p < panels; ++p) {
     const int k = p * PB, kb = min(PB, kmin - k), k2 = k + kb, kb2 = max(0, min(PB, kmin - k2));
     if (w == 0) {
-      if (p > 0) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");  // panel p's columns are up to date
+      if (p > 0) {  // the look-ahead: panel p - 1 applied to panel p's columns by this warp
+        const int kp = k - PB;
+        apply_panel(kp, PB, moves_of(p - 1), k, k, k2, true, 0, 1);
+        __syncwarp();  // the columns are stored before factor_panel reads them
+      }
       factor_panel(p, k, kb);
     }
-    __syncthreads();  // panel p, its pivots and moves are published
+    __syncthreads();  // panel p, its pivots and moves are published; panel p - 1 is applied
     if (w > 0) {
       const int* mv = moves_of(p);
-      apply_panel(k, kb, mv, k2, k2, k2 + kb2, true);  // the next panel's columns first
-      // bar.sync, not bar.arrive: warp 0 is already waiting here, so the update warps lose
-      // only their spread over the next panel's few columns, and a barrier that every
-      // thread syncs on orders the accesses around it for compute-sanitizer's racecheck too
-      if (p + 1 < panels) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");
-      apply_panel(k, kb, mv, k2, k2 + kb2, n, true);  // the rest of the trailing columns
-      if (keep_l) apply_panel(k, kb, mv, k2, 0, k, false);  // L's columns left of the panel
-      if (w == 1) {                                   // the rows' origins
+      apply_panel(k, kb, mv, k2, k2 + kb2, n, true, w - 1, U);  // the trailing columns past panel p + 1
+      if (keep_l) apply_panel(k, kb, mv, k2, 0, k, false, w - 1, U);  // L's columns left of the panel
+      if (w == 1) {                                                   // the rows' origins
         const int count = mv[0];
         const int from = lane < count ? sorig[mv[2 + MOVES + lane]] : 0;
         __syncwarp();

@@ -925,7 +925,8 @@ template <class MatA, class Vec, class IVec, int NB, int THREADS>
 __global__ void __launch_bounds__(THREADS)
 getrf_warps_kernel(MatA A, MatA LU, IVec piv, int* info, Vec B, long long b_col, Vec X, long long x_col,
                    int nrhs, int flags, long long count) {
-  getrf_block_body<false, false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags, count);
+  getrf_block_body<false, false, MatA, Vec, IVec, NB, THREADS>(A, LU, piv, info, B, b_col, X, x_col, nrhs, flags,
+                                                               count);
 }
 
 // Blocks of the panels design an SM should hold: as many as the shared memory takes (228

@@ -644,8 +644,9 @@ def _takes_direct(setting: LuSetting, a, count: int, dtype, write_lu: bool, writ
     pivots), any matrix and right-hand sides; the others on one packed run of nb x nb
     matrices at a 16-byte aligned address, and for a thread setting the factors not
     stored unless a matrix is at most 32 bytes, for a rows (real ``dtype``) or cols
-    setting X alone with one right-hand side (all its direct kernel compiles).  A thread's 16-byte stores of its factors reach memory
-    half a sector each when its matrix is larger: measured on an H100
+    setting X alone with one right-hand side (all its direct kernel compiles).  A thread's
+    16-byte stores of its factors reach memory half a sector each when its matrix is
+    larger: measured on an H100
     (bench/solve.py's batches), GETRF 8 x 8 took 410-433 us that way against 271-282
     through the pipeline's coalesced runs, 4 x 4 float64 372 against 226; at 2 x 2
     the direct kernel was faster (float32 252 against 405 us, float64 218 against

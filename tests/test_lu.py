@@ -1009,7 +1009,8 @@ def test_panels_direct_kernel_solves_x_alone(xp, dtype, monkeypatch):
         pytest.skip("GPU kernels (the CPU backend has one path)")
     s = PANELS_SETTINGS[0]
     if not_compiled(s, dtype):
-        pytest.skip("the panels design is not compiled for 16-byte elements (test_register_designs_lists checks the error)")
+        pytest.skip("the panels design is not compiled for 16-byte elements "
+                    "(test_register_designs_lists checks the error)")
     kinds = []
     launch = lu_module._launch_factor
 
