@@ -1037,9 +1037,10 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
     }
   };
 
-  // Update warp w's share of columns c0 <= j < c1 (those with (j - base) % U == w - 1)
-  // for the panel at k (kb columns, moves mv): the rows interchanged; with `full` also
-  // U12 solved and A22 updated.
+  // The share of warp `rank` of `nw` (an update warp: w - 1 of U; warp 0's look-ahead: 0
+  // of 1) of columns c0 <= j < c1, those with (j - base) % nw == rank, for the panel at k
+  // (kb columns, moves mv): the rows interchanged; with `full` also U12 solved and A22
+  // updated.
   auto apply_panel = [&](int k, int kb, const int* mv, int base, int c0, int c1, bool full, int rank, int nw) {
     const int count = mv[0];
     const unsigned go_mask = unsigned(mv[1]);
