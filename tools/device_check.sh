@@ -32,8 +32,8 @@ mkdir -p "$OUT"
 # one per core (16 x N threads on 16 cores); the complex 512 x 512 GEBRD tests
 # took over 300 s each that way, against 9 s with two.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
-# A kernel cache built here (tools/warm_kernels.py --arch sm_90) and carried along,
-# as kernel_cache.tar.xz (about 11 MB against 98 MB: carry takes 64 MiB in all).
+# A kernel cache built here (tools/warm_kernels.py --arch sm_90 [--pack kernel_cache.tar.xz])
+# and carried along, as kernel_cache.tar.xz (about 11-25 MB: carry takes 64 MiB in all).
 if [ ! -d kernel_cache ] && [ -f kernel_cache.tar.xz ]; then tar -xJf kernel_cache.tar.xz; fi
 if [ -d kernel_cache ]; then export BATCHED_CACHE_DIR=$PWD/kernel_cache; fi
 python3 -m pip install -q --no-build-isolation --no-deps -e . >/dev/null 2>&1 || echo "pip install failed"

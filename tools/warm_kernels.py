@@ -17,7 +17,14 @@ holds only what the run needs.
 ``--only lu.cu,cholesky.cu`` compiles the instantiations of those sources only
 (a device run that changed one kernel file need not wait for all of them).
 
+``--pack FILE`` (with ``--arch``) then writes FILE (kernel_cache.tar.xz, paths under
+kernel_cache/) with the cache files of every registered instantiation of this checkout,
+plus those written in the last ``--recent`` hours (the scratch copies an A/B compiles
+with build._cached_cubin), without pruning the folder: a cache that holds older A/B
+variants packs to 20-25 MB in about 1.5 minutes instead of 55 MB in 3.7.
+
 Usage: python3 tools/warm_kernels.py [--jobs N] [--arch sm_90] [--prune] [--only F,G]
+                                     [--pack FILE [--recent HOURS]]
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ def main() -> None:
                    help="delete cache files of instantiations this checkout no longer has (needs --arch)")
     p.add_argument("--only", default="",
                    help="comma-separated kernel source names (e.g. lu.cu,cholesky.cu); default: all")
+    p.add_argument("--pack", default=None,
+                   help="then write this .tar.xz of the registered instantiations' cache files (needs --arch)")
+    p.add_argument("--recent", type=float, default=0.0,
+                   help="--pack also takes the cache files written in the last HOURS hours")
     args = p.parse_args()
     import batched  # noqa: F401
     from batched.device_functions import registered
@@ -66,6 +77,9 @@ def main() -> None:
           f"with {args.jobs} processes")
     if args.prune and args.arch and not only:
         _prune(items, args.arch)
+    if args.pack and args.arch:
+        everything = sorted((str(path), name) for path, names in registered().items() for name in names)
+        _pack(everything, args.arch, args.pack, args.recent)
 
 
 def _prune(items, arch) -> None:
@@ -78,6 +92,28 @@ def _prune(items, arch) -> None:
     for f in stale:
         f.unlink()
     print(f"warm_kernels: pruned {len(stale)} stale cache files")
+
+
+def _pack(items, arch, target, recent_hours) -> None:
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from batched.device_functions import build
+
+    folder = build.cache_dir()
+    keep = {build.cache_key(Path(path), name, arch) for path, name in items}
+    cutoff = time.time() - recent_hours * 3600
+    files = [f for f in folder.iterdir() if f.suffix in (".cubin", ".json")
+             and (f.stem in keep or (recent_hours > 0 and f.stat().st_mtime > cutoff))]
+    missing = len(keep - {f.stem for f in files})
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:   # tar reads the names from a file
+        listing.write("\n".join(f"{folder.name}/{f.name}" for f in files))
+        listing.flush()
+        subprocess.run(["tar", "-cJf", str(Path(target).resolve()), "-C", str(folder.parent), "-T", listing.name],
+                       check=True)
+    print(f"warm_kernels: packed {len(files)} cache files into {target}"
+          + (f" ({missing} registered instantiations not cached)" if missing else ""))
 
 
 if __name__ == "__main__":
