@@ -933,6 +933,20 @@ def test_threshold_pivots_of_x_alone_on_near_ties(xp, dtype, n):
     _close_solutions(x[ok], x_ref[ok], A[ok], dtype)
 
 
+def spy_launch_kinds(monkeypatch) -> list:
+    """The kernel kind (None: the setting's general kernel, 'direct') of every factor
+    launch from here on, in order, appended to the returned list."""
+    kinds = []
+    launch = lu_module._launch_factor
+
+    def spy(layout, dt, setting, plan, args, kind=None):
+        kinds.append(kind)
+        return launch(layout, dt, setting, plan, args, kind)
+
+    monkeypatch.setattr(lu_module, "_launch_factor", spy)
+    return kinds
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
     """A thread or cols setting, and a rows setting for real types, runs its direct
@@ -947,14 +961,7 @@ def test_direct_kernel_takes_packed_aligned_batches(xp, dtype, monkeypatch):
     and X up to rounding, X = B for the singular matrix)."""
     if xp is np:
         pytest.skip("GPU kernels (the CPU backend has one path)")
-    kinds = []
-    launch = lu_module._launch_factor
-
-    def spy(layout, dt, setting, plan, args, kind=None):
-        kinds.append(kind)
-        return launch(layout, dt, setting, plan, args, kind)
-
-    monkeypatch.setattr(lu_module, "_launch_factor", spy)
+    kinds = spy_launch_kinds(monkeypatch)
     rng = rng_for("direct", str(np.dtype(dtype)))
     itemsize = np.dtype(dtype).itemsize
     real = np.dtype(dtype).kind != "c"
@@ -1011,14 +1018,7 @@ def test_panels_direct_kernel_solves_x_alone(xp, dtype, monkeypatch):
     if not_compiled(s, dtype):
         pytest.skip("the panels design is not compiled for 16-byte elements "
                     "(test_register_designs_lists checks the error)")
-    kinds = []
-    launch = lu_module._launch_factor
-
-    def spy(layout, dt, setting, plan, args, kind=None):
-        kinds.append(kind)
-        return launch(layout, dt, setting, plan, args, kind)
-
-    monkeypatch.setattr(lu_module, "_launch_factor", spy)
+    kinds = spy_launch_kinds(monkeypatch)
     rng = rng_for("panels_direct", str(np.dtype(dtype)))
     count, n = 19, 100
     A = lu_matrix(rng, (count,), n, n, dtype, "rand")
