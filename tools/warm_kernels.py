@@ -33,12 +33,12 @@ import argparse
 import multiprocessing as mp
 import os
 import time
+from pathlib import Path
 
 
 def _compile(items, arch=None):
     import batched  # noqa: F401  (registers every kernel)
     from batched.device_functions import build
-    from pathlib import Path
 
     for path, name in items:
         if arch:   # no GPU needed: compile into the cache only
@@ -67,8 +67,8 @@ def main() -> None:
     from batched.device_functions import registered
 
     only = {s for s in args.only.split(",") if s}
-    items = sorted((str(path), name) for path, names in registered().items() for name in names
-                   if not only or path.name in only)
+    everything = sorted((str(path), name) for path, names in registered().items() for name in names)
+    items = [(path, name) for path, name in everything if not only or Path(path).name in only]
     chunks = [items[i::args.jobs] for i in range(args.jobs)]
     started = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
@@ -78,13 +78,10 @@ def main() -> None:
     if args.prune and args.arch and not only:
         _prune(items, args.arch)
     if args.pack and args.arch:
-        everything = sorted((str(path), name) for path, names in registered().items() for name in names)
         _pack(everything, args.arch, args.pack, args.recent)
 
 
 def _prune(items, arch) -> None:
-    from pathlib import Path
-
     from batched.device_functions import build
 
     keep = {build.cache_key(Path(path), name, arch) for path, name in items}
@@ -97,7 +94,6 @@ def _prune(items, arch) -> None:
 def _pack(items, arch, target, recent_hours) -> None:
     import subprocess
     import tempfile
-    from pathlib import Path
 
     from batched.device_functions import build
 
