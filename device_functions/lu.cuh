@@ -922,6 +922,9 @@ template <int NB, int W, int PB, bool EXACT = true, typename T, int R = NB / 32>
 __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv, int* sorig, bool keep_l = true) {
   using Real = typename real_of<T>::type;
   constexpr int LD = NB + 1, U = W - 1, MOVES = 2 * PB, SLOT = 2 + 2 * MOVES;
+  // float32: warp 0 applies each panel to the next panel's columns itself; float64 and
+  // complex64 (slower so: a warp's 64 more FMAs a panel) keep the update warps' named barrier
+  constexpr bool OWN_LOOKAHEAD = sizeof(T) == 4;
   constexpr unsigned ALL = 0xffffffffu;
   static_assert(R * 32 == NB && W >= 2 && MOVES <= 32, "whole rows a lane, a panel warp and update warps");
   static_assert(EXACT || NB <= PIVOT_POS_LIMIT, "positions within the threshold key");
@@ -1101,16 +1104,24 @@ __device__ __forceinline__ int getf2_panels(int m, int n, T* S, T* sl, int* spiv
   for (int p = 0; p < panels; ++p) {
     const int k = p * PB, kb = min(PB, kmin - k), k2 = k + kb, kb2 = max(0, min(PB, kmin - k2));
     if (w == 0) {
-      if (p > 0) {  // the look-ahead: panel p - 1 applied to panel p's columns by this warp
-        const int kp = k - PB;
-        apply_panel(kp, PB, moves_of(p - 1), k, k, k2, true, 0, 1);
+      if (OWN_LOOKAHEAD && p > 0) {  // panel p - 1 applied to panel p's columns by this warp
+        apply_panel(k - PB, PB, moves_of(p - 1), k, k, k2, true, 0, 1);
         __syncwarp();  // the columns are stored before factor_panel reads them
+      } else if (p > 0) {
+        asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");  // panel p's columns are up to date
       }
       factor_panel(p, k, kb);
     }
-    __syncthreads();  // panel p, its pivots and moves are published; panel p - 1 is applied
+    __syncthreads();  // panel p, its pivots and moves are published
     if (w > 0) {
       const int* mv = moves_of(p);
+      if (!OWN_LOOKAHEAD) {
+        apply_panel(k, kb, mv, k2, k2, k2 + kb2, true, w - 1, U);  // the next panel's columns first
+        // bar.sync, not bar.arrive: warp 0 is already waiting here, so the update warps lose
+        // only their spread over the next panel's few columns, and a barrier that every
+        // thread syncs on orders the accesses around it for compute-sanitizer's racecheck too
+        if (p + 1 < panels) asm volatile("bar.sync 1, %0;" ::"r"(32 * W) : "memory");
+      }
       apply_panel(k, kb, mv, k2, k2 + kb2, n, true, w - 1, U);  // the trailing columns past panel p + 1
       if (keep_l) apply_panel(k, kb, mv, k2, 0, k, false, w - 1, U);  // L's columns left of the panel
       if (w == 1) {                                                   // the rows' origins

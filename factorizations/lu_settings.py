@@ -205,7 +205,7 @@ ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("
 COLS_SETTINGS = (LuSetting("cols", 16, 2),)
 WARPS_SETTINGS = (LuSetting("warps", 64, 128), LuSetting("warps", 64, 256), LuSetting("warps", 128, 256),
                   LuSetting("warps", 128, 512))
-PANELS_SETTINGS = (LuSetting("panels", 128, 256), LuSetting("panels", 128, 512))
+PANELS_SETTINGS = (LuSetting("panels", 128, 256), LuSetting("panels", 128, 512), LuSetting("panels", 96, 256))
 LU_SETTINGS = (FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
                + PANELS_SETTINGS)
 
@@ -255,9 +255,9 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
             if size <= up_to:
                 return LuSetting("rows", nb, lanes)
     if size > 64 and itemsize <= 8:
-        s = PANELS_SETTINGS[0]
-        if s.fits(m, n, itemsize, smem_limit):
-            return s
+        for s in (PANELS_SETTINGS[2], PANELS_SETTINGS[0]):   # NB = 96 up to 96 (the note before _WARPS64_FROM)
+            if s.fits(m, n, itemsize, smem_limit):
+                return s
     if not is_complex and itemsize in _WARPS64_FROM and _WARPS64_FROM[itemsize] <= size <= 64:
         s = LuSetting("warps", 64, 128)
         if s.fits(m, n, itemsize, smem_limit):
@@ -319,6 +319,12 @@ _ROWS_CHOICE = {4: ((16, 16, 16), (24, 32, 16), (32, 32, 32)), 8: ((16, 16, 16),
 # slower in float64 (session 20, 128 threads, not registered: DGESV 128 2.81 ms against 2.15,
 # 96 3.16 against 2.65; SGESV 128 1.88 against 1.86), so the update warps' throughput is
 # part of the critical path too, not the panel warp's chain alone.
+# NB = 96 (panels96x256) from 65 to 96, session 66 (scratch/ab_lu/ab10.py, H100, one
+# process, GESV X alone and GETRF): a float64 or complex64 matrix at NB = 128 fills 128 KB of
+# shared memory, one block an SM; at NB = 96 74.5 KB, two.  DGESV 72 2.80 -> 1.40 ms (cupy
+# 2.15), 96 2.05 -> 1.06 (cupy 2.07); CGESV 72 3.62 -> 1.91, 96 2.72 -> 1.50; SGESV 72 2.13
+# -> 1.67, 96 1.60 -> 1.27 (float32's blocks at NB = 128 were held to two an SM by registers,
+# so its gain is the smaller tile's shorter loops); DGETRF 96 2.11 -> 1.09.
 
 # Below 65, warps64x128 by element size from the given size on, real types only (measured on the
 # H100 in session 14, scratch sweep of the fused and warps settings side by side, GESV X only,

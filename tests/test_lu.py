@@ -1133,7 +1133,11 @@ def test_chooser_picks_registered_settings():
     assert choose_lu_setting(64, 64, 8) == LuSetting("warps", 64, 128) == choose_lu_setting(45, 30, 8)
     assert choose_lu_setting(64, 64, 8, is_complex=True).fused and choose_lu_setting(44, 44, 8).fused
     assert choose_lu_setting(64, 64, 4).fused and choose_lu_setting(33, 20, 4).fused
-    assert choose_lu_setting(65, 65, 8) == PANELS_SETTINGS[0] == choose_lu_setting(70, 128, 8)
+    for itemsize, is_complex in ((8, False), (8, True), (4, False)):   # NB = 96 up to 96, then 128
+        assert choose_lu_setting(65, 65, itemsize, is_complex=is_complex) == PANELS_SETTINGS[2]
+        assert choose_lu_setting(96, 90, itemsize, is_complex=is_complex) == PANELS_SETTINGS[2]
+        assert choose_lu_setting(97, 97, itemsize, is_complex=is_complex) == PANELS_SETTINGS[0]
+    assert choose_lu_setting(70, 128, 8) == PANELS_SETTINGS[0]
     assert choose_lu_setting(128, 128, 4) == PANELS_SETTINGS[0] and choose_lu_setting(65, 65, 16).blocked
     assert choose_lu_setting(128, 128, 8, is_complex=True) == PANELS_SETTINGS[0]
     assert choose_lu_setting(200, 30, 8) == choose_lu_setting(200, 200, 8)   # the larger dimension decides

@@ -607,11 +607,12 @@ def section_lu_blocks():
 def section_lu_panels():
     # the panels design alone (racecheck of the whole lu_blocks ran past 150 s): its riding
     # right-hand side (X alone, and with the factors and a second right-hand side), GETRF;
-    # n across the last panel and the lanes' rows, a singular matrix; the default setting
+    # n across the last panel and the lanes' rows, a singular matrix; the default settings
+    # (NB = 96 up to 96, 128 above)
     global checks
     from batched.factorizations import lu as lu_module
-    for dtype in (np.float64, np.float32):
-        s = next(x for x in bt.LU_SETTINGS if x.panels and x.threads == 256)
+    defaults = [x for x in bt.LU_SETTINGS if x.panels and x.threads == 256]
+    for dtype, s in [(dtype, s) for dtype in (np.float64, np.float32, np.complex64) for s in defaults]:
         for n in (33, s.nb - 1, s.nb):
             T = rand((2, n, n), dtype)
             T[0, :, n - 1] = 0
