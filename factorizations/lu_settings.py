@@ -224,13 +224,14 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
     Up to 8 the thread design where it is compiled (one thread per matrix in
     registers); float32 16 x 16 the cols design for a ``direct_solve`` (one packed run
     of matrices at a 16-byte aligned address, X alone wanted, one right-hand side: its
-    direct kernel, the note after _ROWS_CHOICE);
-    then up to 32 the rows design for elements of at most 8 bytes (a
-    row per lane; two for float32 from 17 to 24: _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
-    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels design for elements of at most 8 bytes (a
-    block per matrix in shared memory, blocked: the notes before _WARPS64_FROM); beyond, blocked with the
-    widest panel whose
-    shared memory fits (32 columns: one warp per U12 column, a single GEMM k-step).  Measured on an H100
+    direct kernel, the note after _ROWS_CHOICE); then up to 32 the rows design for
+    elements of at most 8 bytes (a row per lane; two for float32 from 17 to 24:
+    _ROWS_CHOICE), then up to 64 the fused design (the smallest NB that covers the
+    matrix; float64 from 45 the warps design: _WARPS64_FROM), up to 128 the panels
+    design for elements of at most 8 bytes (a block per matrix in shared memory,
+    blocked; NB = 96 up to 96, 128 above: the notes before _WARPS64_FROM); beyond,
+    blocked with the widest panel whose shared memory fits (32 columns: one warp per
+    U12 column, a single GEMM k-step).  Measured on an H100
     (``bench/solve.py``, GESV with one right-hand side and GETRF, 256 MB of
     operands, diagonally dominant matrices):
     the thread design is 2.6-4x faster than the fused one up to 4 x 4 and 1.4x
