@@ -880,10 +880,12 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // rows that moved are published as a list of moves (at most 2 PB).  After one barrier the
 // W - 1 update warps apply the panel to the other columns: the moves (LAPACK's xLASWP;
 // every column but the panel's), U12 = L11^{-1} A12 (a lane a column) and A22 -= L21 U12
-// (lanes over rows, L21 in registers).  The next panel's columns are warp 0's own: it
-// applies the panel to them itself (the same apply_panel, one warp) and factors the next
-// panel while the update warps apply it to the rest.  Why: in getf2_warps every step
-// waits at a block barrier for one warp's chain; here the block meets once a panel.
+// (lanes over rows, L21 in registers).  The next panel's columns: in float32 warp 0's
+// own (OWN_LOOKAHEAD: it applies the panel to them itself, the same apply_panel, one
+// warp); in float64 and complex64 the update warps' first, signalled to warp 0 by named
+// barrier 1.  Warp 0 then factors the next panel while the update warps apply the panel
+// to the rest.  Why: in getf2_warps every step waits at a block barrier for one warp's
+// chain; here the block meets once a panel.
 // Measured on the H100 (session 19, ncu at 128 x 128 float64, 256 threads): the panel
 // warp is the critical path, about 260 instructions and 1,500-2,000 cycles a step (its
 // dependent chain: keys, three reductions, the pivot row's trip through shared memory),
@@ -896,7 +898,8 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 // 1.629 -> 1.601 ms, SGESV 128 1.371 -> 1.274, CGESV 128 2.312 -> 2.304, DGESV 96 2.097 ->
 // 2.052, SGETRF 128 1.418 -> 1.322, but DGETRF 128 1.629 -> 1.684 and CGETRF 128 2.359 ->
 // 2.378; the look-ahead alone: float32 faster (SGESV 128 1.319), float64 and complex64
-// slower (DGESV 128 1.700, CGESV 2.334).  The pivot order, the
+// slower (DGESV 128 1.700, CGESV 2.334); so since session 66 float32 alone (DGESV 128
+// 1.603 -> 1.587 ms, CGESV 128 2.305 -> 2.267, float32 level).  The pivot order, the
 // reciprocal rule and the treatment of a zero pivot (its column neither scaled nor
 // used: the update warps drop its terms by the panel's mask) are getf2_tile's; the
 // trailing updates are the blocked algorithm's (PB terms a pass), as LAPACK's xGETRF.
@@ -914,7 +917,9 @@ __device__ __forceinline__ int getf2_warps(int m, int n, T (&a)[C][R], T* U, T* 
 //           past m and n are never read); sl, getf2_warps' 2 NB elements (the pivot
 //           row's two slots, then the info word and the moves of two panels: 2 PB + 2 +
 //           69 ints fit from NB = 64 on); spiv (min(m, n) ints), sorig (m ints).
-// Sync:     __syncthreads once a panel and once at the end (__syncwarp within warps).
+// Sync:     __syncthreads once a panel and once at the end (__syncwarp within warps);
+//           without OWN_LOOKAHEAD named barrier 1 (every thread) between the update
+//           warps' next-panel columns and the next panel.
 // Memory:   on exit S holds P A = L U (m x n part), spiv LAPACK's ipiv - 1 and sorig[i]
 //           the row of A that row i of P A came from, as getf2_warps.
 // Failure:  LAPACK's info, returned to every thread.

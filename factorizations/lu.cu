@@ -40,7 +40,7 @@
 //   held in registers (bdf::getf2_warps: lane i of every warp rows i, i + 32, .., warp w
 //   the columns w, w + W, ..), entering and leaving through shared memory, where GESV
 //   solves by bdf::getrs_tile in the same launch.
-// Panels design (getrf_panels_kernel, max(m, n) <= NB = 128): the warps design's block,
+// Panels design (getrf_panels_kernel, max(m, n) <= NB = 96 or 128): the warps design's block,
 //   the matrix factored where it lies in shared memory (bdf::getf2_panels: a panel warp
 //   and update warps), the first right-hand side riding as column n; its direct kernel
 //   (getrf_panels_direct_kernel, uniform layout) solves for X alone (threshold pivots,
