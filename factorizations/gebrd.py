@@ -234,6 +234,15 @@ def _gebrd_numpy(a, setting):
     return _gebd2_numpy(a)
 
 
+def _bidiagonal_outputs(a):
+    """Zeroed d, e (real), tauq, taup for GEBRD of a (count, m, n) stack."""
+    count, m, n = a.shape
+    k = min(m, n)
+    R = real_dtype(a.dtype)
+    return (np.zeros((count, k), R), np.zeros((count, max(k - 1, 0)), R), np.zeros((count, k), a.dtype),
+            np.zeros((count, k), a.dtype))
+
+
 def _gebd2_numpy(a):
     """LAPACK's xGEBD2 on a writable (count, m, n) array, in place; returns d, e, tauq, taup.
 
@@ -242,12 +251,7 @@ def _gebd2_numpy(a):
     applied from the right), vectorized over the batch.
     """
     count, m, n = a.shape
-    k = min(m, n)
-    R = real_dtype(a.dtype)
-    d = np.zeros((count, k), R)
-    e = np.zeros((count, max(k - 1, 0)), R)
-    tauq = np.zeros((count, k), a.dtype)
-    taup = np.zeros((count, k), a.dtype)
+    d, e, tauq, taup = _bidiagonal_outputs(a)
     if m >= n:
         for i in range(n):
             beta, v, tau = larfg(a[:, i, i], a[:, i + 1:, i])
@@ -359,11 +363,7 @@ def _gebrd_blocked_numpy(a, nb):
     unblocked sweep on the rest.  Returns d, e, tauq, taup."""
     count, m, n = a.shape
     k = min(m, n)
-    R = real_dtype(a.dtype)
-    d = np.zeros((count, k), R)
-    e = np.zeros((count, max(k - 1, 0)), R)
-    tauq = np.zeros((count, k), a.dtype)
-    taup = np.zeros((count, k), a.dtype)
+    d, e, tauq, taup = _bidiagonal_outputs(a)
     p = 0
     while k - p > nb:
         X, Y = _labrd_numpy(a, p, nb, d, e, tauq, taup)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._launch import grid_for
+from ..settings import check_setting
 
 GEMV_UNROLL = 4        # bdf::GEMV_UNROLL (device_functions/gemv.cuh)
 GEMM_K = 8             # GebrdGemmTile::K (gebrd.cu): the trailing update's k step
@@ -366,13 +367,7 @@ def choose_orgbr_setting(m: int, n: int) -> GebrdSetting:
 
 
 def check_gebrd_setting(setting) -> None:
-    if setting is None:
-        return
-    if not isinstance(setting, GebrdSetting):
-        raise TypeError(f"setting must be a GebrdSetting or None, got {type(setting).__name__}")
-    if setting not in GEBRD_SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of the compiled settings: "
-                         f"{', '.join(map(repr, GEBRD_SETTINGS))}")
+    check_setting(setting, GebrdSetting, GEBRD_SETTINGS)
 
 
 def check_gebrd_fits(setting, m_max: int, n_max: int, dtype) -> None:
