@@ -250,7 +250,7 @@ def _gebd2_numpy(a):
     H^H applied from the left), row reflector (larfg on the conjugated row,
     applied from the right), vectorized over the batch.
     """
-    count, m, n = a.shape
+    _, m, n = a.shape
     d, e, tauq, taup = _bidiagonal_outputs(a)
     if m >= n:
         for i in range(n):
@@ -361,7 +361,7 @@ def _gebrd_blocked_numpy(a, nb):
     LABRD panels of nb rows and columns while more than nb remain, each followed
     by the trailing update A22 -= V Y^H + X U^H (two matrix products), then the
     unblocked sweep on the rest.  Returns d, e, tauq, taup."""
-    count, m, n = a.shape
+    _, m, n = a.shape
     k = min(m, n)
     d, e, tauq, taup = _bidiagonal_outputs(a)
     p = 0

@@ -12,6 +12,7 @@ Cholesky section's blocked settings (``cholesky_blocked``) run alone the same wa
 racecheck within one device call.
 """
 
+import itertools
 import sys
 
 import cupy as cp
@@ -612,7 +613,7 @@ def section_lu_panels():
     global checks
     from batched.factorizations import lu as lu_module
     defaults = [x for x in bt.LU_SETTINGS if x.panels and x.threads == 256]
-    for dtype, s in [(dtype, s) for dtype in (np.float64, np.float32, np.complex64) for s in defaults]:
+    for dtype, s in itertools.product((np.float64, np.float32, np.complex64), defaults):
         for n in (33, s.nb - 1, s.nb):
             T = rand((2, n, n), dtype)
             T[0, :, n - 1] = 0
