@@ -299,6 +299,34 @@ def _event_median(fn, repeats: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
+READ_FLOOR_CHUNKS = (4096, 16384, 65536, 262144)  # bytes a block of bench_read streams
+READ_FLOOR_MAX_BYTES = 256 * MIB  # cases beyond it stream at the ceiling's rate anyway
+
+
+def read_floor(nbytes: int, sets: int, repeats: int = 10) -> float | None:
+    """GPU seconds of the fastest read-only pass over ``nbytes`` contiguous bytes that
+    bench_read gives (best over READ_FLOOR_CHUNKS), with ``sets`` buffers in rotation as
+    the case's operands: what a kernel that only reads the case's bytes once, and
+    launches once, needs at that size.  A speed-up that would take a call below it is
+    out of reach for any design.  None above READ_FLOOR_MAX_BYTES."""
+    if nbytes > READ_FLOOR_MAX_BYTES:
+        return None
+    cp = _cupy()
+    count = -(-nbytes // 16)
+    buffers = [cp.ones(2 * count, dtype=cp.float64) for _ in range(sets)]
+    out = cp.zeros(1, dtype=cp.float64)
+    kernel = _kernel("bench_read")
+    best = None
+    for chunk in READ_FLOOR_CHUNKS:
+        grid = max(1, -(-nbytes // chunk))
+        t = time_calls([(lambda b=b, g=grid: kernel((g,), (256,), (b, np.int64(count), out))) for b in buffers],
+                       repeats=repeats).seconds
+        best = t if best is None else min(best, t)
+    del buffers
+    free_memory()
+    return best
+
+
 _ceilings: dict = {}
 
 
@@ -550,14 +578,16 @@ def _limit_bandwidth(case, nbytes, flops, ceilings, info):
 
 def run(routine: str, cases, ours, peers: dict, out_dir=None, *, build, args=None,
         traffic_fn=traffic, limit=_limit_bandwidth, plot_metrics=("gbps",),
-        sweep=(), sweep_layouts=("uniform", "uniform-F"), print_table=True) -> list:
+        sweep=(), sweep_layouts=("uniform", "uniform-F"), print_table=True, floor=False) -> list:
     """Time ``ours`` and every peer on every case, check, write JSON and a plot.
 
     ours(case, data, setting) and peers[name](case, data) run one call on an
     input set's ``data``; build(case, index) -> Operands makes input set
     ``index``; limit(case, bytes, flops, ceilings, info) names the limit of a
     case: "bandwidth", "fp64_peak" or "fp32_peak".  The first peer that runs
-    is the reference of the error check.  Returns the rows.
+    is the reference of the error check.  With ``floor`` each row also holds
+    ``floor_s``, :func:`read_floor` of the case's bytes, and ``floor_speedup``,
+    the best peer's time over it (the most any design could gain).  Returns the rows.
     """
     if args is not None and args.dry_run:
         return dry_run(routine, cases, traffic_fn)
@@ -579,7 +609,7 @@ def run(routine: str, cases, ours, peers: dict, out_dir=None, *, build, args=Non
     started = time.perf_counter()
     for case in cases:
         row = _run_case(case, ours, peers, build, traffic_fn, limit, info, ceilings, bw_limit,
-                        sweep if case.layout in sweep_layouts else ())
+                        sweep if case.layout in sweep_layouts else (), floor)
         rows.append(row)
         print(_progress(row), flush=True)
         # Rewritten after every case: a run stopped by a time limit keeps what it measured
@@ -617,7 +647,7 @@ def _base_row(case: Case) -> dict:
             "note": case.note}
 
 
-def _run_case(case, ours, peers, build, traffic_fn, limit, info, ceilings, bw_limit, sweep):
+def _run_case(case, ours, peers, build, traffic_fn, limit, info, ceilings, bw_limit, sweep, floor=False):
     row = _base_row(case)
     row.update(ours_s=None, best_peer=None, best_peer_s=None, speedup=None, gbps=None, gflops=None,
                fraction_of_limit=None, limit=None, peers={}, rel_error=None, error_ok=None,
@@ -652,6 +682,10 @@ def _run_case(case, ours, peers, build, traffic_fn, limit, info, ceilings, bw_li
         _figures(row, case, limit, info, ceilings, bw_limit)
         _check(row, case, sets[0], got, ref, ref_name)
         del got, ref
+        if floor:
+            row["floor_s"] = read_floor(nbytes, nsets, case.repeats)
+            if row["floor_s"] and row["best_peer_s"]:
+                row["floor_speedup"] = row["best_peer_s"] / row["floor_s"]
         if sweep:
             row["settings"] = sweep_settings(case, ours, sets, sweep)
             timed = {k: v for k, v in row["settings"].items() if v is not None}

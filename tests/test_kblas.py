@@ -398,6 +398,30 @@ def test_repeated_calls_reuse_the_segment_tickets(xp, routine):
         assert gemv_error_ratio(got, ref, x, None, 1.0, 0.0, "N") < THRESHOLD
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_symv_and_gemv_share_the_stream_tickets(xp, dtype):
+    """SYMV/HEMV's one launch (its walks wait on a count of the diagonal blocks) and
+    GEMV's partial sums use the same per-stream tickets: each launch leaves them at
+    zero, so calls of either kind in turn, other sizes, settings and parts, views
+    at offsets, stay right."""
+    if xp is np:
+        pytest.skip("tickets exist on the GPU only")
+    rng = rng_for("kshare", str(dtype))
+    calls = [("symv", 33, True, 0, "F", 0), ("gemv", 301, "T", 0, "F", 5), ("hemv", 1000, False, 17, "C", 1),
+             ("symv", 4097, True, 1, "F", 3), ("gemv", 300, "N", 3, "C", 4), ("hemv", 70, False, 3, "C", 0),
+             ("symv", 31, False, 0, "F", 0)]
+    for routine, n, flag, offset, order, parts in calls:
+        trans, lower = (flag, True) if routine == "gemv" else ("N", flag)
+        A, ref, x, rows = make_case(rng, routine, n, dtype, trans, lower)
+        y = random_array(rng, (rows,), dtype)
+        out = nan_like_out(xp, (rows,), dtype)
+        setting = None if parts == 0 else KblasSetting(32, 4, parts)
+        result = call(routine, place(xp, A, order, offset), xp.asarray(x), xp.asarray(y), alpha=-0.5, beta=1.5,
+                      out=out, setting=setting, **kwargs_for(routine, trans, lower))
+        ratio = gemv_error_ratio(to_np(result), ref, x, y, -0.5, 1.5, "N")
+        assert ratio < THRESHOLD, (routine, n, flag, offset, order, parts, ratio)
+
+
 # --- bad input: named errors before any work, outputs untouched ------------------------------
 
 
@@ -454,7 +478,7 @@ def test_registry_holds_every_fitting_setting():
     gemv_expected = {kgemv_module.kernel_name(dt, s, t) for s, dt in _fitting("gemv") for t in (False, True)}
     gemv_expected |= {kgemv_module.rows_kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     gemv_expected |= {kgemv_module.cols_kernel_name(dt, s) for s in KBLAS_COLS_SETTINGS for dt in ALL_DTYPES}
-    symv_expected = {name for s, dt in _fitting("symv") for name in ksymv_module.kernel_names(dt, s)}
+    symv_expected = {ksymv_module.kernel_name(dt, s) for s, dt in _fitting("symv")}
     assert reg["kblas_gemv.cu"] == gemv_expected
     assert reg["kblas_symv.cu"] == symv_expected
     assert 0 < len(gemv_expected) + len(symv_expected) <= 100
@@ -485,8 +509,30 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
                 assert kgemv_module.cols_kernel_name(dtype, c) in names["kblas_gemv.cu"]
                 assert (blocks - 1) * c.warps < n + 7 <= blocks * c.warps
         s, blocks = ksymv_module.plan(n, shift, dtype, sms=sms)
-        assert set(ksymv_module.kernel_names(dtype, KblasSetting(s.nb, s.q))) <= names["kblas_symv.cu"]
+        assert ksymv_module.kernel_name(dtype, KblasSetting(s.nb, s.q)) in names["kblas_symv.cu"]
         assert blocks * s.nb >= n + shift and 1 <= s.parts <= max(blocks - 1, 1)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("resident", (1, 2, 4, 7, 16))
+def test_short_symv_walks_take_one_wave_of_the_kernels_residency(dtype, resident):
+    """Walks of at most _SYMV_SHORT_WALK tiles: about one wave of the blocks the kernel
+    really holds an SM (the walks and one diagonal block a segment); longer walks keep
+    the eight-a-SM rule, and an unknown residency (0) keeps it everywhere."""
+    short = settings_module._SYMV_SHORT_WALK
+    for sms in (1, 16, 132):
+        for segments in (2, 9, 32, 64, short + 1, 128, 256):
+            walk = segments - 1
+            parts = settings_module.choose_parts("symv", segments, walk, sms, dtype, resident)
+            assert 1 <= parts <= walk
+            old = settings_module.choose_parts("symv", segments, walk, sms, dtype)
+            if walk > short:
+                assert parts == old
+                continue
+            tiles = settings_module._SYMV_TILES_PER_BLOCK[(dtype.kind, dtype.itemsize)]
+            by_work = -(-walk // tiles)
+            if by_work < parts < walk:  # set by the fill: the walks' blocks are one wave, less than a segment over
+                assert segments * (parts - 1) < resident * sms <= segments * parts
 
 
 def test_settings_fit_the_hardware_limits():

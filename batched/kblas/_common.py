@@ -138,8 +138,9 @@ _OPERAND_SLOTS = (A_PTR, X_PTR, Y_PTR, OUT_PTR)
 @dataclass(frozen=True)
 class Recipe:
     """A call's launches in order (:class:`batched._launch.PackedLaunch`, Slots bound);
-    ``work`` elements of the result dtype and ``segments`` tickets when blocks combine
-    partial sums (0: none); the result's length and dtype."""
+    ``work`` elements of the result dtype when blocks combine partial sums and
+    ``segments`` tickets (zero on entry, left zero) when blocks count their arrivals
+    (0: none); the result's length and dtype."""
 
     launches: tuple
     work: int
@@ -153,11 +154,11 @@ def run(recipe: Recipe, pointers, alpha, beta, xp) -> None:
     not read) and the converted scalars."""
     values = dict(zip(_OPERAND_SLOTS, pointers))
     values[ALPHA], values[BETA] = alpha, beta
-    if recipe.work:  # the pool may hand the workspace on once the launches are enqueued
-        work, counters = xp.empty(recipe.work, recipe.dtype), segment_counters(xp, recipe.segments)
-        values[WORK], values[COUNTERS] = work.data.ptr, counters.data.ptr
-    else:
-        values[WORK] = values[COUNTERS] = 0
+    # The pool may hand the workspace on once the launches are enqueued.
+    work = xp.empty(recipe.work, recipe.dtype) if recipe.work else None
+    counters = segment_counters(xp, recipe.segments) if recipe.segments else None
+    values[WORK] = 0 if work is None else work.data.ptr
+    values[COUNTERS] = 0 if counters is None else counters.data.ptr
     for launch in recipe.launches:
         launch(values)
 

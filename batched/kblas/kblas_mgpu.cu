@@ -56,7 +56,7 @@ __device__ __forceinline__ bdf::KblasSymvFlags mgpu_flags(int flags) {
 
 // Blocks per SM the kernel is held to (0: ptxas's own choice).  The cyclic tile
 // map costs ptxas registers that the single-GPU kernel does not spend: the double
-// 32 x 4 off-diagonal stage took 108 against kblas_symv_offdiag_kernel's 94, four blocks an SM
+// 32 x 4 off-diagonal stage took 108 against the single-GPU one's 94 (session 40), four blocks an SM
 // instead of five, and on an H200 (probe, n = 32768 and 65536 on one rank, where the
 // map is the identity) its kernels ran 5 % slower than the single-GPU ones.  Held to
 // five blocks it takes 96 (4 bytes spilled, outside the walk).  The other settings
@@ -65,19 +65,13 @@ __device__ __forceinline__ bdf::KblasSymvFlags mgpu_flags(int flags) {
 template <typename T, int NB, int Q> struct MgpuSymvMinBlocks { static constexpr int value = 0; };
 template <> struct MgpuSymvMinBlocks<double, 32, 4> { static constexpr int value = 5; };
 
-template <typename T, int NB, int Q> __host__ __device__ constexpr int mgpu_symv_bytes() {
-  return bdf::kblas_symv_diag_bytes<T, NB, Q>() > bdf::kblas_symv_offdiag_bytes<T, NB, Q>()
-             ? bdf::kblas_symv_diag_bytes<T, NB, Q>()
-             : bdf::kblas_symv_offdiag_bytes<T, NB, Q>();
-}
-
 // (local tile columns) x (parts + 1) blocks; part zeroed before the launch.  The
 // branch is uniform over a block, so each stage's barriers are reached by all of it.
 template <typename T, int NB, int Q>
 __global__ void __launch_bounds__(NB * Q, (MgpuSymvMinBlocks<T, NB, Q>::value))
 kblas_symv_mgpu_kernel(const T* __restrict__ A, long long lda, int n, int local_cols, int nb, int ranks,
                        int rank, int flags, const T* __restrict__ x, T* part, int parts) {
-  __shared__ __align__(16) unsigned char smem[mgpu_symv_bytes<T, NB, Q>()];
+  __shared__ __align__(16) unsigned char smem[bdf::kblas_symv_bytes<T, NB, Q>()];
   const bdf::CyclicTiles<NB> tiles{n, local_cols, nb, ranks, rank};
   const int walks = tiles.count() * parts;
   if (int(blockIdx.x) < walks)

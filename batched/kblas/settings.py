@@ -102,6 +102,18 @@ KBLAS_SETTINGS = (
 # 1.03-1.07x from 8192 with 64, DSYMV 1.00-1.04x with 32 (8192 75 us against 78; 64 lost
 # 2 % there), SSYMV best with 16 (32 and 64 lost 1-6 % at 16385 and 30000).  And eight
 # blocks an SM at least: at 4096 the walks are short and 8 parts beat 5 by 10 %.
+# Short walks (session 68, H100, kblas_symv_kernel 32 x 4, n = 1024-8192, every parts
+# count from 1 to 64, one process): there a block's time is a chain of latencies (its
+# role, a tile or two, the reductions, the atomics; ncu at SSYMV 1024: DRAM 6 % busy,
+# 0.16 warps issued a scheduler a cycle), so a second wave doubles the call.  The
+# eight-a-SM rule had given 1.1-3.9 waves of the kernel's real residency (7 float
+# blocks an SM, 4 complex64 and float64, 2 complex128: 72-184 registers); about one
+# wave (the best parts gave 1.0-1.2 waves with the diagonal blocks) took DSYMV 1024
+# from 13.1 to 11.0 us, CHEMV 13.0 -> 11.3, ZHEMV 18.9 -> 14.0, at
+# 2048 ZHEMV 28.5 -> 23.5, DSYMV 17.2 -> 16.3, SSYMV 14.1 -> 13.2.  From 4096 (walks of
+# 128 tiles) two waves of the real residency or more did as well or better (DSYMV 4096
+# p8 32.5 us against p4 37.3), so the rule above stays there.
+_SYMV_SHORT_WALK = 64
 _SYMV_TILES_PER_BLOCK = {("f", 4): 16, ("f", 8): 32, ("c", 8): 64, ("c", 16): 64}
 _TILES_PER_BLOCK = {"symv": 16, "symv_mgpu": 64}
 _BLOCKS_PER_SM = {"symv": 8, "symv_mgpu": 4}
@@ -260,10 +272,12 @@ def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSe
     return KblasSetting(32, 4)
 
 
-def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None) -> int:
+def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None, resident_per_sm: int = 0) -> int:
     """SYMV/HEMV's blocks per segment: the longest walk cut into shares of about
     _TILES_PER_BLOCK tiles (single GPU: by ``dtype``, _SYMV_TILES_PER_BLOCK), and at
-    least _BLOCKS_PER_SM blocks per SM in all."""
+    least _BLOCKS_PER_SM blocks per SM in all; single-GPU walks of at most
+    _SYMV_SHORT_WALK tiles, when the kernel's ``resident_per_sm`` is known, one wave
+    of it instead."""
     if walk <= 1:
         return 1
     tiles = _TILES_PER_BLOCK[routine]
@@ -271,7 +285,10 @@ def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None) -
         dt = np.dtype(dtype)
         tiles = _SYMV_TILES_PER_BLOCK.get((dt.kind, dt.itemsize), tiles)
     by_work = -(-walk // tiles)
-    by_fill = -(-_BLOCKS_PER_SM[routine] * sms // max(segments, 1))
+    per_sm = _BLOCKS_PER_SM[routine]
+    if routine == "symv" and resident_per_sm and walk <= _SYMV_SHORT_WALK:
+        per_sm = resident_per_sm
+    by_fill = -(-per_sm * sms // max(segments, 1))
     return max(1, min(walk, max(by_work, by_fill)))
 
 

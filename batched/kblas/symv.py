@@ -1,8 +1,8 @@
 """Large single-matrix SYMV and HEMV: ``alpha * A @ x + beta * y`` with A
 symmetric (Hermitian) and only one triangle read (KBLAS design).
 
-Launcher of batched/kblas/kblas_symv.cu (a diagonal-block kernel, then an
-off-diagonal kernel on the same stream) and the CPU backend.  A row-major A
+Launcher of batched/kblas/kblas_symv.cu (one launch: diagonal blocks and
+off-diagonal walks) and the CPU backend.  A row-major A
 is its column-major view's transpose: its lower triangle is the view's upper
 one, and for HEMV the view holds conj(A), so the kernels read the stored
 elements conjugated; no copy either way.
@@ -15,6 +15,7 @@ import numpy as np
 from .. import _arrays as ar
 from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
+from ..settings import resident_blocks
 from . import _common as cm
 from .distributed import DistributedMatrix
 from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
@@ -25,14 +26,15 @@ SOURCE = cm.SOURCE_DIR / "kblas_symv.cu"
 _CONJ_A, _READ_Y, _LOWER, _HERMITIAN = 1, 2, 4, 8
 
 
-def kernel_names(dtype, setting: KblasSetting) -> tuple[str, str]:
-    """(diagonal kernel, off-diagonal kernel) of one dtype and setting."""
-    args = f"{cm.ctype(dtype)}, {setting.template_args()}"
-    return f"kblas_symv_diag_kernel<{args}>", f"kblas_symv_offdiag_kernel<{args}>"
+def kernel_name(dtype, setting: KblasSetting) -> str:
+    """kblas_symv.cu's kernel of one dtype and setting."""
+    return f"kblas_symv_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
 
 
-build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS if s.fits("symv", dt)
-                        for name in kernel_names(dt, s)])
+_COUNTERS = 3  # kblas_symv_kernel's tickets: roles taken, diagonal blocks stored, blocks done
+
+build.register(SOURCE, [kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
+                        if s.fits("symv", dt)])
 
 
 def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=None):
@@ -73,8 +75,8 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
 
     Notes
     -----
-    CuPy arrays run on the current stream without synchronizing (two
-    launches); NumPy arrays run on the CPU backend.  The off-diagonal blocks
+    CuPy arrays run on the current stream without synchronizing (one
+    launch); NumPy arrays run on the CPU backend.  The off-diagonal blocks
     add into the result with atomics, so the last bits of a result may differ
     from call to call.  For complex A this is the complex *symmetric* product
     (no conjugation); see :func:`hemv`.
@@ -138,12 +140,22 @@ def full_from_triangle(A, lower: bool, hermitian: bool):
     return full
 
 
-def plan(n: int, shift: int, dtype, setting=None, sms: int = 132):
-    """(setting with parts, diagonal blocks) for an order-n view with row origin ``shift``."""
+def plan(n: int, shift: int, dtype, setting=None, sms: int = 132, resident_per_sm=None):
+    """(setting with parts, diagonal blocks) for an order-n view with row origin ``shift``;
+    ``resident_per_sm(setting)``, when given, the blocks of the setting's kernel an SM
+    holds (short walks take one wave of them: settings.choose_parts)."""
     s = setting or choose_kblas_setting("symv", dtype, n, sms)
     blocks = cm.blocks(n + shift, s.nb)
-    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms, dtype)
+    resident = resident_per_sm(s) if resident_per_sm and not s.parts else 0
+    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms, dtype, resident)
     return s.with_parts(parts), blocks
+
+
+def _resident_per_sm(dtype, setting: KblasSetting) -> int:
+    """Blocks of kblas_symv_kernel (this dtype and setting) one SM holds: its registers
+    and static shared memory (the compiled kernel's own)."""
+    kernel = build.get_kernel(SOURCE, kernel_name(dtype, setting))
+    return resident_blocks(setting.threads, kernel.shared_size_bytes, kernel.num_regs) // cm.sm_count()
 
 
 def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
@@ -153,19 +165,16 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
     if a.transposed:  # the view is A^T: the other triangle, and conj(A) for Hermitian A
         lower = not lower
     conj_a = a.transposed and hermitian and complex_a
-    s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count())
+    s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count(), lambda s: _resident_per_sm(p.dtype, s))
     flags = ((_CONJ_A if conj_a else 0) | (_READ_Y if p.read_y else 0) | (_LOWER if lower else 0)
              | (_HERMITIAN if hermitian and complex_a else 0))
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
-    diag, offdiag = kernel_names(p.dtype, s)
-    matrix = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift), np.int32(flags), cm.X_PTR, incx)
-    steps = [cm.launch_step(SOURCE, diag, blocks, s.threads,
-                            (*matrix, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco,
-                             cm.ALPHA, cm.BETA), p.dtype)]
-    if blocks > 1:  # after the diagonal kernel on the same stream: out is initialised
-        steps.append(cm.launch_step(SOURCE, offdiag, blocks * s.parts, s.threads,
-                                    (*matrix, cm.OUT_PTR, inco, cm.ALPHA, np.int32(s.parts)), p.dtype))
-    return cm.Recipe(tuple(steps), 0, 0, p.rows, p.dtype), (a.base, x_ptr, y_ptr, o_ptr), keep
+    grid = blocks * (s.parts + 1) if blocks > 1 else 1  # the diagonal blocks, then the walks
+    step = cm.launch_step(SOURCE, kernel_name(p.dtype, s), grid, s.threads,
+                          (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift), np.int32(flags), cm.X_PTR,
+                           incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA,
+                           np.int32(s.parts), cm.COUNTERS), p.dtype)
+    return cm.Recipe((step,), 0, _COUNTERS, p.rows, p.dtype), (a.base, x_ptr, y_ptr, o_ptr), keep
