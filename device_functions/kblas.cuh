@@ -507,20 +507,18 @@ template <typename T, int P, int THREADS> struct KblasRowsShape {
   static_assert(32 % P == 0 && THREADS % 32 == 0 && THREADS >= ROWS, "whole pieces a warp, a thread a row");
 };
 
+// kblas_rows_accumulate: acc[k] += op(A(i0 + k, j)) x_j over this thread's columns j of
+// [jb, je) (jb + t / P, then every LANES), the rows design's loads (see below); rows
+// outside [0, m) read as zeros where `edge`.
 template <typename T, int P, int THREADS, int U>
-__device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restrict__ A, long long lda, int m, int n,
-                                                  int shift, const T* __restrict__ x, long long incx, bool vec,
-                                                  bool conj, int blk, const KblasOutput<T>& o) {
+__device__ __forceinline__ void kblas_rows_accumulate(T (&acc)[KblasRowsShape<T, P, THREADS>::VW],
+                                                      const T* __restrict__ A, long long lda, int m, int jb, int je,
+                                                      int i0, bool edge, const T* __restrict__ x, long long incx,
+                                                      bool vec, bool conj) {
   using S = KblasRowsShape<T, P, THREADS>;
-  constexpr int VW = S::VW, ROWS = S::ROWS, LANES = S::LANES;
-  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int r0 = blk * ROWS - shift;
-  const int i0 = r0 + (t % P) * VW;  // this thread's first row
-  const bool edge = r0 < 0 || r0 + ROWS > m;
-  T acc[VW];
-#pragma unroll
-  for (int k = 0; k < VW; ++k) acc[k] = T(0);
-  for (int j0 = t / P; j0 < n; j0 += U * LANES) {  // this thread's columns j0, j0 + LANES, ...
+  constexpr int VW = S::VW, LANES = S::LANES;
+  const int n = je;
+  for (int j0 = jb + int(threadIdx.x) / P; j0 < n; j0 += U * LANES) {  // columns j0, j0 + LANES, ...
     T a[U][VW], xv[U];
     if (vec && !edge && j0 + (U - 1) * LANES < n) {
 #pragma unroll
@@ -547,6 +545,16 @@ __device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restric
 #pragma unroll
       for (int k = 0; k < VW; ++k) acc[k] += conj_if(a[u][k], conj) * xv[u];
   }
+}
+
+// The column lanes' row sums of acc, met by shuffles within a warp and then in shared
+// memory in a fixed order: the row r0 + t sum for thread t < ROWS (others: zero).
+// Shared: scratch, WARPS * ROWS elements.  Sync: one barrier.
+template <typename T, int P, int THREADS>
+__device__ __forceinline__ T kblas_rows_sum(T (&acc)[KblasRowsShape<T, P, THREADS>::VW], T* scratch) {
+  using S = KblasRowsShape<T, P, THREADS>;
+  constexpr int VW = S::VW, ROWS = S::ROWS;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
 #pragma unroll
   for (int k = 0; k < VW; ++k) acc[k] = butterfly_sum<P, 32 / P>(acc[k], 0xffffffffu);
   if (lane < P) {
@@ -554,12 +562,31 @@ __device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restric
     for (int k = 0; k < VW; ++k) scratch[warp * ROWS + lane * VW + k] = acc[k];
   }
   __syncthreads();
+  T s = T(0);
   if (t < ROWS) {
-    T s = scratch[t];
+    s = scratch[t];
 #pragma unroll
     for (int w = 1; w < S::WARPS; ++w) s += scratch[w * ROWS + t];
-    if (r0 + t >= 0 && r0 + t < m) o.store(r0 + t, s);
   }
+  return s;
+}
+
+template <typename T, int P, int THREADS, int U>
+__device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restrict__ A, long long lda, int m, int n,
+                                                  int shift, const T* __restrict__ x, long long incx, bool vec,
+                                                  bool conj, int blk, const KblasOutput<T>& o) {
+  using S = KblasRowsShape<T, P, THREADS>;
+  constexpr int VW = S::VW, ROWS = S::ROWS;
+  const int t = threadIdx.x;
+  const int r0 = blk * ROWS - shift;
+  const int i0 = r0 + (t % P) * VW;  // this thread's first row
+  const bool edge = r0 < 0 || r0 + ROWS > m;
+  T acc[VW];
+#pragma unroll
+  for (int k = 0; k < VW; ++k) acc[k] = T(0);
+  kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, m, 0, n, i0, edge, x, incx, vec, conj);
+  const T s = kblas_rows_sum<T, P, THREADS>(acc, scratch);
+  if (t < ROWS && r0 + t >= 0 && r0 + t < m) o.store(r0 + t, s);
 }
 
 // kblas_gemv_t_cols: GEMV-T in one pass, a warp per column: out[col] for column col =
@@ -573,20 +600,21 @@ __device__ __forceinline__ void kblas_gemv_n_rows(T* scratch, const T* __restric
 // Shared:   none.  Sync:  none (a warp past n returns at once).
 // Memory:   A, x read-only, 64-bit offsets; only rows [0, m) of the warp's column.
 // Failure:  none; NaN/Inf in the elements read propagate.
-template <typename T, int WARPS, int U>
-__device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long long lda, int m, int n, int shift,
-                                                  const T* __restrict__ x, long long incx, bool vec, bool xvec,
-                                                  bool conj, int blk, const KblasOutput<T>& o) {
+// kblas_cols_sum: the warp's sum of op(a[i]) x_i over the rows i of [max(lo, 0), hi) of
+// one column a, lane l reading VW rows from lo + l VW and every 32 VW rows after (lo
+// counted from the aligned origin: a multiple of VW past -shift), U pieces in flight;
+// 16 bytes at a time as kblas_gemv_t_cols says.  Every lane gets the sum.
+template <typename T, int U>
+__device__ __forceinline__ T kblas_cols_sum(const T* __restrict__ a, int lo, int hi, const T* __restrict__ x,
+                                            long long incx, bool vec, bool xvec, bool conj) {
   constexpr int VW = int(sizeof(T)) < 16 ? 16 / int(sizeof(T)) : 1, STEP = 32 * VW;
-  const int lane = threadIdx.x % 32, col = blk * WARPS + threadIdx.x / 32;
-  if (col >= n) return;
-  const T* a = A + (long long)col * lda;
+  const int lane = threadIdx.x % 32;
   T acc[VW];
 #pragma unroll
   for (int k = 0; k < VW; ++k) acc[k] = T(0);
-  for (int i0 = lane * VW - shift; i0 < m; i0 += U * STEP) {  // this lane's rows i0 + u STEP + k
+  for (int i0 = lo + lane * VW; i0 < hi; i0 += U * STEP) {  // this lane's rows i0 + u STEP + k
     T av[U][VW], xv[U][VW];
-    if (vec && i0 >= 0 && i0 + (U - 1) * STEP + VW <= m) {
+    if (vec && i0 >= 0 && i0 + (U - 1) * STEP + VW <= hi) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         load_vector<T, VW>(a + i0 + u * STEP, av[u]);
@@ -603,7 +631,7 @@ __device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long 
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
           const int i = i0 + u * STEP + k;
-          const bool live = i >= 0 && i < m;
+          const bool live = i >= 0 && i < hi;
           av[u][k] = live ? a[i] : T(0);
           xv[u][k] = live ? x[(long long)i * incx] : T(0);
         }
@@ -616,8 +644,17 @@ __device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long 
   T sum = acc[0];
 #pragma unroll
   for (int k = 1; k < VW; ++k) sum += acc[k];
-  sum = butterfly_sum<1, 32>(sum, 0xffffffffu);
-  if (lane == 0) o.store(col, sum);
+  return butterfly_sum<1, 32>(sum, 0xffffffffu);
+}
+
+template <typename T, int WARPS, int U>
+__device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long long lda, int m, int n, int shift,
+                                                  const T* __restrict__ x, long long incx, bool vec, bool xvec,
+                                                  bool conj, int blk, const KblasOutput<T>& o) {
+  const int col = blk * WARPS + threadIdx.x / 32;
+  if (col >= n) return;
+  const T sum = kblas_cols_sum<T, U>(A + (long long)col * lda, -shift, m, x, incx, vec, xvec, conj);
+  if (threadIdx.x % 32 == 0) o.store(col, sum);
 }
 
 // --- SYMV / HEMV: one body per stage for the single-GPU and the multi-GPU kernels ---------
@@ -863,6 +900,81 @@ __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long
   kblas_sum_over_rows<T, NB, Q>(acc, scratch, red);  // starts and ends with a barrier
   const int r = threadIdx.x;
   if (r < NB && tiles.valid(col0 + r)) out.add(col0 + r, red[r]);
+}
+
+// --- SYMV / HEMV of a short matrix: strips, one pass, no atomics ------------------------
+//
+// kblas_symv_strip: block `blk` owns the ROWS = P * VW indices r0 .. r0 + ROWS - 1
+// (r0 = blk * ROWS - shift, the one-pass GEMV-N's rows) and stores out there whole:
+//   row part     sum over the stored j of row i of A(i, j) x_j (lower: j <= i; upper:
+//                j >= i), by kblas_rows_accumulate's column lanes over the columns
+//                outside the diagonal block and element by element inside it;
+//   column part  sum over the stored r != c of column c of A(r, c)^H x_r (A^T for
+//                SYMV; lower: r > c; upper: r < c), a warp a column (kblas_cols_sum)
+//                over the rows outside the diagonal block, element by element inside.
+// The block reads an L-shaped strip, its block row and its block column of the stored
+// triangle: every stored element twice over the launch (n^2 elements in all, as a
+// GEMV), none through atomics, no block waiting for another.  Why: at small n a call is
+// a chain of latencies, not bytes (kblas_symv_kernel, SSYMV 1024: 10 us for 2 MB; the
+// one-pass GEMV-N reads 4 MB in about 5).
+// Threads:  THREADS (a multiple of 32, WARPS warps, WARPS >= 1), all with the same arguments.
+// Shared:   `scratch`, (WARPS + 1) * ROWS elements of T.  Sync: one barrier, then a second.
+// Memory:   A only inside the stored triangle at indices in [0, n); x read-only; out.store
+//           once per valid index of the block.  `vec`: the columns' element -shift
+//           16-byte aligned (KBLAS_VEC); `xvec`: x contiguous and aligned as A's rows.
+// Failure:  none; NaN/Inf of the stored triangle propagate, the other is never read.
+template <typename T, int P, int THREADS, int U>
+__device__ __forceinline__ void kblas_symv_strip(T* scratch, const T* __restrict__ A, long long lda, int n,
+                                                 int shift, const T* __restrict__ x, long long incx, bool vec,
+                                                 bool xvec, KblasSymvFlags f, int blk, const KblasOutput<T>& o) {
+  using S = KblasRowsShape<T, P, THREADS>;
+  constexpr int VW = S::VW, ROWS = S::ROWS, LANES = S::LANES, WARPS = S::WARPS;
+  static_assert(LANES >= ROWS, "a column lane for each column of the diagonal block");
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int r0 = blk * ROWS - shift, r1 = r0 + ROWS;
+  const int i0 = r0 + (t % P) * VW;  // this thread's first row of the row part
+  const bool lower = f.lower, conj_t = f.herm ? !f.conj_a : f.conj_a;
+  T* column_sums = scratch + WARPS * ROWS;
+
+  // Row part: the columns outside the diagonal block, then the block's (stored side only).
+  T acc[VW];
+#pragma unroll
+  for (int k = 0; k < VW; ++k) acc[k] = T(0);
+  const bool edge = r0 < 0 || r1 > n;
+  if (lower)
+    kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, n, 0, r0 > 0 ? r0 : 0, i0, edge, x, incx, vec, f.conj_a);
+  else  // r1 < 0 where the origin shift is wider than a block
+    kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, n, r1 > 0 ? r1 : 0, n, i0, edge, x, incx, vec, f.conj_a);
+  const int jd = r0 + t / P;  // this thread's column of the diagonal block
+  if (t / P < ROWS && jd >= 0 && jd < n) {
+    const T xj = x[(long long)jd * incx];
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const int i = i0 + k;
+      if (i >= 0 && i < n && (lower ? jd <= i : jd >= i)) {
+        const T a = conj_if(A[(long long)jd * lda + i], f.conj_a);
+        acc[k] += (i == jd && f.herm ? real_diagonal(a) : a) * xj;
+      }
+    }
+  }
+
+  // Column part: warp w the block's columns r0 + w, r0 + w + WARPS, ..
+  for (int cc = warp; cc < ROWS; cc += WARPS) {
+    const int c = r0 + cc;
+    if (c < 0 || c >= n) continue;  // uniform over the warp
+    const T* col = A + (long long)c * lda;
+    T s = lower ? kblas_cols_sum<T, U>(col, r1, n, x, incx, vec, xvec, conj_t)
+                : kblas_cols_sum<T, U>(col, -shift, r0 > 0 ? r0 : 0, x, incx, vec, xvec, conj_t);
+    // inside the diagonal block: rows r0 + lane, strictly on the stored side of c
+    const int r = r0 + lane;
+    T e = T(0);
+    if (lane < ROWS && r >= 0 && r < n && (lower ? r > c : r < c)) e = conj_if(col[r], conj_t) * x[(long long)r * incx];
+    s += butterfly_sum<1, 32>(e, 0xffffffffu);
+    if (lane == 0) column_sums[cc] = s;
+  }
+
+  const T rows = kblas_rows_sum<T, P, THREADS>(acc, scratch);  // its barrier orders column_sums too
+  if (t < ROWS && r0 + t >= 0 && r0 + t < n) o.store(r0 + t, rows + column_sums[t]);
 }
 
 }  // namespace bdf

@@ -290,6 +290,35 @@ def test_every_setting_forced(xp, routine, parts, base):
             assert ratio < THRESHOLD, (str(dtype), n, trans, lower, offset, order, ratio)
 
 
+@pytest.mark.parametrize("setting", KBLAS_ROWS_SETTINGS, ids=str)
+@pytest.mark.parametrize("routine", ("symv", "hemv"))
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_symv_strips_forced(xp, setting, routine, dtype):
+    """SYMV/HEMV's strips (kblas_symv_strip_kernel) forced: orders on both sides of a
+    block's rows and of several blocks, both triangles, views at offsets (the rows'
+    origin), both orders (C: the other triangle, conjugated for HEMV), strided and
+    misaligned x, beta = 0 with an uninitialized y and beta != 0, NaN in the unread
+    triangle (never read)."""
+    if xp is np and dtype not in ACCURATE:
+        pytest.skip("the CPU backend ignores the setting: two dtypes suffice there")
+    rng = rng_for("kstrip", routine, str(setting), str(dtype))
+    rows = setting.rows(dtype)
+    cases = [(1, True, 0, "F", 1, 0.0), (rows - 1, False, 0, "F", 1, 2.0), (rows, True, 1, "C", 2, 0.0),
+             (rows + 1, False, 3, "F", 1, -1.0), (3 * rows + 5, True, 17, "F", 3, 0.5),
+             (3 * rows + 5, False, 1, "C", 1, 0.0), (257, True, 0, "F", 1, 1.0), (300, False, 5, "C", 1, 0.0),
+             (2 * rows + 3, False, 17, "F", 1, 1.0), (2 * rows + 3, True, 17, "C", 2, 0.0),
+             (rows - 3, False, 29, "F", 1, 0.0), (5, True, 31, "C", 1, 1.0)]
+    for n, lower, offset, order, step, beta in cases:
+        A, ref, x, _ = make_case(rng, routine, n, dtype, lower=lower)
+        y = random_array(rng, (n,), dtype)
+        xs = xp.asarray(np.repeat(x, step))[::step]
+        out = nan_like_out(xp, (n,), dtype)
+        result = call(routine, place(xp, A, order, offset), xs, xp.asarray(y), alpha=0.75, beta=beta,
+                      lower=lower, out=out, setting=setting)
+        ratio = gemv_error_ratio(to_np(result), ref, x, y, 0.75, beta, "N")
+        assert ratio < THRESHOLD, (n, lower, offset, order, step, beta, ratio)
+
+
 def _one_pass_forced(xp, tag, setting, dtype, cases):
     """A forced one-pass setting on each (m, cols, trans, order, offset, x step) case, with
     alpha, beta and a NaN-poisoned out."""
@@ -447,8 +476,10 @@ def _bad_calls(xp):
         (TypeError, "lower must be True or False", lambda out: bt.kblas.symv(A, x, lower="L", out=out)),
         (TypeError, "setting must be a KblasSetting", lambda out: bt.kblas.gemv(A, x, out=out,
                                                                                 setting=bt.GEMV_SETTINGS[0])),
-        (TypeError, "setting must be a KblasSetting or None", lambda out: bt.kblas.symv(
-            A, x, out=out, setting=KBLAS_ROWS_SETTINGS[0])),
+        (TypeError, "setting must be a KblasSetting, KblasRowsSetting or None", lambda out: bt.kblas.symv(
+            A, x, out=out, setting=KBLAS_COLS_SETTINGS[0])),
+        (ValueError, "not one of the compiled settings", lambda out: bt.kblas.hemv(
+            A, x, out=out, setting=KblasRowsSetting(4, 4))),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
             A, x, out=out, setting=KblasRowsSetting(4, 4))),
         (ValueError, "not one of the compiled settings", lambda out: bt.kblas.gemv(
@@ -479,6 +510,7 @@ def test_registry_holds_every_fitting_setting():
     gemv_expected |= {kgemv_module.rows_kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     gemv_expected |= {kgemv_module.cols_kernel_name(dt, s) for s in KBLAS_COLS_SETTINGS for dt in ALL_DTYPES}
     symv_expected = {ksymv_module.kernel_name(dt, s) for s, dt in _fitting("symv")}
+    symv_expected |= {ksymv_module.kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     assert reg["kblas_gemv.cu"] == gemv_expected
     assert reg["kblas_symv.cu"] == symv_expected
     assert 0 < len(gemv_expected) + len(symv_expected) <= 100
@@ -514,25 +546,17 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-@pytest.mark.parametrize("resident", (1, 2, 4, 7, 16))
-def test_short_symv_walks_take_one_wave_of_the_kernels_residency(dtype, resident):
-    """Walks of at most _SYMV_SHORT_WALK tiles: about one wave of the blocks the kernel
-    really holds an SM (the walks and one diagonal block a segment); longer walks keep
-    the eight-a-SM rule, and an unknown residency (0) keeps it everywhere."""
-    short = settings_module._SYMV_SHORT_WALK
-    for sms in (1, 16, 132):
-        for segments in (2, 9, 32, 64, short + 1, 128, 256):
-            walk = segments - 1
-            parts = settings_module.choose_parts("symv", segments, walk, sms, dtype, resident)
-            assert 1 <= parts <= walk
-            old = settings_module.choose_parts("symv", segments, walk, sms, dtype)
-            if walk > short:
-                assert parts == old
-                continue
-            tiles = settings_module._SYMV_TILES_PER_BLOCK[(dtype.kind, dtype.itemsize)]
-            by_work = -(-walk // tiles)
-            if by_work < parts < walk:  # set by the fill: the walks' blocks are one wave, less than a segment over
-                assert segments * (parts - 1) < resident * sms <= segments * parts
+def test_symv_strips_by_the_matrix_bytes(dtype):
+    """The strips (n^2 elements read) while the whole matrix is at most
+    SYMV_STRIP_MAX_BYTES, the walks (n^2 / 2) above; a compiled, registered setting."""
+    names = {path.name: set(n) for path, n in registered().items()}["kblas_symv.cu"]
+    limit = settings_module.SYMV_STRIP_MAX_BYTES
+    largest = int((limit // dtype.itemsize) ** 0.5)
+    for n in (1, 33, 1000, largest, largest + 1, 10001):
+        s = settings_module.choose_symv_strip(dtype, n)
+        assert (s is not None) == (n * n * dtype.itemsize <= limit), n
+        if s is not None:
+            assert s in KBLAS_ROWS_SETTINGS and ksymv_module.kernel_name(dtype, s) in names
 
 
 def test_settings_fit_the_hardware_limits():

@@ -156,6 +156,19 @@ def section_kblas():
                         for lower in (True, False):
                             bt.kblas.hemv(A, rand((n,), dtype), lower=lower, setting=s)
                             checks += 1
+        # SYMV/HEMV's strips, forced (and chosen by default for the small orders above):
+        # orders around a block's rows, views at offsets, both triangles and orders,
+        # beta = 0 with an uninitialized y, strided x
+        for s in bt.kblas.KBLAS_ROWS_SETTINGS:
+            rows = s.rows(dtype)
+            for n in (1, rows - 1, rows + 1, 3 * rows + 5):
+                parent = rand((n + 20, n + 19), dtype, offset=3)
+                for A in (parent[:n, :n], parent[17:17 + n, 1:1 + n], parent[1:1 + n, :n].T):
+                    for lower in (True, False):
+                        bt.kblas.symv(A, rand((n,), dtype), cp.empty(n, dtype), beta=0.0, lower=lower, setting=s)
+                        bt.kblas.hemv(A, rand((2 * n,), dtype)[::2], rand((n,), dtype), beta=-1.0, lower=lower,
+                                      setting=s)
+                        checks += 2
         # The one-pass GEMV-N, forced (and chosen by default at 1000 x 1003): fewer rows than
         # a block's and several blocks, masked first and last blocks (views one and 17
         # rows in), columns past an unroll, column-major views with 'N' and row-major

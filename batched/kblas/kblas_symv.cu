@@ -1,7 +1,8 @@
 // Large single-matrix SYMV / HEMV (KBLAS design): out = alpha * A x + beta * y for
 // ONE n x n symmetric (Hermitian) matrix of which only one triangle is read.
-// Launched by batched/kblas/symv.py as one kernel, kblas_symv_kernel, whose blocks
-// take one of two roles:
+// Launched by batched/kblas/symv.py as one kernel: for a short matrix the strips of
+// kblas_symv_strip_kernel (at the end of this file), otherwise kblas_symv_kernel,
+// whose blocks take one of two roles:
 //
 // 1. a diagonal block, one per diagonal NB x NB block: reads the stored triangle of
 //    the block into shared memory, mirrors it there and writes out = beta * y +
@@ -33,6 +34,8 @@
 #define KBLAS_READ_Y 2     // beta != 0: y is read; otherwise never touched
 #define KBLAS_LOWER 4      // the lower triangle is stored (of the column-major view)
 #define KBLAS_HERMITIAN 8  // mirror with conjugation; the diagonal is real
+#define KBLAS_VEC 16       // the strips: every column's element -shift 16-byte aligned
+#define KBLAS_XVEC 32      // the strips: x contiguous, its element -shift 16-byte aligned
 
 __device__ __forceinline__ bdf::KblasSymvFlags symv_flags(int flags) {
   return {bool(flags & KBLAS_LOWER), bool(flags & KBLAS_HERMITIAN), bool(flags & KBLAS_CONJ_A)};
@@ -90,4 +93,19 @@ kblas_symv_kernel(const T* __restrict__ A, long long lda, int n, int shift, int 
     counters[SYMV_STORED] = 0;
     counters[SYMV_FINISHED] = 0;
   }
+}
+
+// A short matrix in one pass (bdf::kblas_symv_strip): block b stores out at the
+// KblasRowsShape<T, P, THREADS>::ROWS indices from b * ROWS - shift, reading its block
+// row and block column of the stored triangle; no counters, no atomics.
+template <typename T, int P, int THREADS, int U>
+__global__ void __launch_bounds__(THREADS)
+kblas_symv_strip_kernel(const T* __restrict__ A, long long lda, int n, int shift, int flags,
+                        const T* __restrict__ x, long long incx, const T* y, long long incy,
+                        T* out, long long inco, T alpha, T beta) {
+  using S = bdf::KblasRowsShape<T, P, THREADS>;
+  __shared__ alignas(16) unsigned char scratch[(S::WARPS + 1) * S::ROWS * sizeof(T)];
+  const bdf::KblasOutput<T> o{out, inco, y, incy, alpha, beta, bool(flags & KBLAS_READ_Y)};
+  bdf::kblas_symv_strip<T, P, THREADS, U>(reinterpret_cast<T*>(scratch), A, lda, n, shift, x, incx,
+                                          flags & KBLAS_VEC, flags & KBLAS_XVEC, symv_flags(flags), blockIdx.x, o);
 }

@@ -102,18 +102,6 @@ KBLAS_SETTINGS = (
 # 1.03-1.07x from 8192 with 64, DSYMV 1.00-1.04x with 32 (8192 75 us against 78; 64 lost
 # 2 % there), SSYMV best with 16 (32 and 64 lost 1-6 % at 16385 and 30000).  And eight
 # blocks an SM at least: at 4096 the walks are short and 8 parts beat 5 by 10 %.
-# Short walks (session 68, H100, kblas_symv_kernel 32 x 4, n = 1024-8192, every parts
-# count from 1 to 64, one process): there a block's time is a chain of latencies (its
-# role, a tile or two, the reductions, the atomics; ncu at SSYMV 1024: DRAM 6 % busy,
-# 0.16 warps issued a scheduler a cycle), so a second wave doubles the call.  The
-# eight-a-SM rule had given 1.1-3.9 waves of the kernel's real residency (7 float
-# blocks an SM, 4 complex64 and float64, 2 complex128: 72-184 registers); about one
-# wave (the best parts gave 1.0-1.2 waves with the diagonal blocks) took DSYMV 1024
-# from 13.1 to 11.0 us, CHEMV 13.0 -> 11.3, ZHEMV 18.9 -> 14.0, at
-# 2048 ZHEMV 28.5 -> 23.5, DSYMV 17.2 -> 16.3, SSYMV 14.1 -> 13.2.  From 4096 (walks of
-# 128 tiles) two waves of the real residency or more did as well or better (DSYMV 4096
-# p8 32.5 us against p4 37.3), so the rule above stays there.
-_SYMV_SHORT_WALK = 64
 _SYMV_TILES_PER_BLOCK = {("f", 4): 16, ("f", 8): 32, ("c", 8): 64, ("c", 16): 64}
 _TILES_PER_BLOCK = {"symv": 16, "symv_mgpu": 64}
 _BLOCKS_PER_SM = {"symv": 8, "symv_mgpu": 4}
@@ -140,7 +128,7 @@ class KblasRowsSetting:
     column (4 pieces: 8 rows of float64) and reads every column's piece of them,
     ``unroll`` columns in flight a thread; no partial sums, no second pass.  For
     op(A) = A on the column-major view only (trans 'N' on a column-major A, 'T'/'C' on
-    a row-major one)."""
+    a row-major one).  Also the shape of SYMV/HEMV's strips (choose_symv_strip)."""
 
     unroll: int
     pieces: int = 4
@@ -272,12 +260,10 @@ def choose_kblas_setting(routine: str, dtype, n: int, sms: int = 132) -> KblasSe
     return KblasSetting(32, 4)
 
 
-def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None, resident_per_sm: int = 0) -> int:
+def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None) -> int:
     """SYMV/HEMV's blocks per segment: the longest walk cut into shares of about
     _TILES_PER_BLOCK tiles (single GPU: by ``dtype``, _SYMV_TILES_PER_BLOCK), and at
-    least _BLOCKS_PER_SM blocks per SM in all; single-GPU walks of at most
-    _SYMV_SHORT_WALK tiles, when the kernel's ``resident_per_sm`` is known, one wave
-    of it instead."""
+    least _BLOCKS_PER_SM blocks per SM in all."""
     if walk <= 1:
         return 1
     tiles = _TILES_PER_BLOCK[routine]
@@ -285,10 +271,7 @@ def choose_parts(routine: str, segments: int, walk: int, sms: int, dtype=None, r
         dt = np.dtype(dtype)
         tiles = _SYMV_TILES_PER_BLOCK.get((dt.kind, dt.itemsize), tiles)
     by_work = -(-walk // tiles)
-    per_sm = _BLOCKS_PER_SM[routine]
-    if routine == "symv" and resident_per_sm and walk <= _SYMV_SHORT_WALK:
-        per_sm = resident_per_sm
-    by_fill = -(-per_sm * sms // max(segments, 1))
+    by_fill = -(-_BLOCKS_PER_SM[routine] * sms // max(segments, 1))
     return max(1, min(walk, max(by_work, by_fill)))
 
 
@@ -311,15 +294,16 @@ def check_kblas_setting(setting, routine: str, dtype) -> None:
     """Named errors for a forced ``setting=`` before anything is launched."""
     if setting is None:
         return
-    for kind, compiled in ((KblasRowsSetting, KBLAS_ROWS_SETTINGS), (KblasColsSetting, KBLAS_COLS_SETTINGS)):
-        if routine == "gemv" and isinstance(setting, kind):
+    kinds = ((KblasRowsSetting, KBLAS_ROWS_SETTINGS), (KblasColsSetting, KBLAS_COLS_SETTINGS))
+    for kind, compiled in kinds if routine == "gemv" else kinds[:1]:  # SYMV's strips are the rows' shape
+        if isinstance(setting, kind):
             if setting not in compiled:
                 raise ValueError(f"setting {setting} is not one of the compiled settings: "
                                  f"{', '.join(map(str, compiled))}")
             return
     if not isinstance(setting, KblasSetting):
-        rows = ", KblasRowsSetting, KblasColsSetting" if routine == "gemv" else ""
-        raise TypeError(f"setting must be a KblasSetting{rows} or None, got {type(setting).__name__}")
+        others = ", KblasRowsSetting, KblasColsSetting" if routine == "gemv" else ", KblasRowsSetting"
+        raise TypeError(f"setting must be a KblasSetting{others} or None, got {type(setting).__name__}")
     base = KblasSetting(setting.nb, setting.q)
     if base not in KBLAS_SETTINGS:
         raise ValueError(f"setting {setting} is not one of the compiled settings: "
@@ -329,3 +313,28 @@ def check_kblas_setting(setting, routine: str, dtype) -> None:
                          "(registers or shared memory)")
     if not isinstance(setting.parts, (int, np.integer)) or setting.parts < 0:
         raise ValueError(f"setting.parts must be a non-negative integer, got {setting.parts!r}")
+
+
+# SYMV/HEMV of a short matrix in strips (kblas_symv_strip_kernel: a block a ROWS-wide
+# block row and block column of the stored triangle, every element read twice, no
+# atomics), with the rows' shape (KblasRowsSetting) as its setting.  Session 68 (H100,
+# one process, bench/kblas.py's operands, every rows setting against the walks at n =
+# 1024-8192, `scratch/symv_fused/strip_ab.py`): four pieces and 8 columns in flight
+# first (16 in flight: 164-186 registers, one block an SM, 5-50 % slower), eight pieces
+# for complex128 (one element a piece: 2048 19.2 us against 22.6).  Strips against the
+# walks: SSYMV 1024 8.3 us against 10.0 (cuBLAS 10.7), 2048 11.3 / 12.9, 4096 21.7 /
+# 22.9, 6144 46-55 / 39.5; CHEMV 1024 7.7 / 11.1, 2048 13.1 / 16.5, 3072 23.1 / 23.7,
+# 4096 38.4 / 34.0; DSYMV 2048 13.2 / 15.8, 3072 25.8 / 23.3; ZHEMV 2048 19.2 / 23.3,
+# 3072 40.9 / 42.0.  So: strips while the whole matrix is at most 64 MiB (they read
+# n^2 elements against the walks' n^2 / 2).
+SYMV_STRIP_MAX_BYTES = 64 * 2**20
+_SYMV_STRIP_SETTINGS = {16: KblasRowsSetting(8, 8)}  # by element size; else:
+_SYMV_STRIP_SETTING = KblasRowsSetting(8, 4)
+
+
+def choose_symv_strip(dtype, n: int):
+    """The KblasRowsSetting of SYMV/HEMV's strips for order n, or None for the walks."""
+    item = np.dtype(dtype).itemsize
+    if n * n * item > SYMV_STRIP_MAX_BYTES:
+        return None
+    return _SYMV_STRIP_SETTINGS.get(item, _SYMV_STRIP_SETTING)

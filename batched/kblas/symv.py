@@ -15,26 +15,31 @@ import numpy as np
 from .. import _arrays as ar
 from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
-from ..settings import resident_blocks
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .settings import KBLAS_SETTINGS, KblasSetting, check_kblas_setting, choose_kblas_setting, choose_parts
+from .gemv import _vector_loads
+from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting, KblasSetting,
+                       check_kblas_setting, choose_kblas_setting, choose_parts, choose_symv_strip)
 
 SOURCE = cm.SOURCE_DIR / "kblas_symv.cu"
 
 # Launch flags of kblas_symv.cu.
-_CONJ_A, _READ_Y, _LOWER, _HERMITIAN = 1, 2, 4, 8
+_CONJ_A, _READ_Y, _LOWER, _HERMITIAN, _VEC, _XVEC = 1, 2, 4, 8, 16, 32
 
 
-def kernel_name(dtype, setting: KblasSetting) -> str:
-    """kblas_symv.cu's kernel of one dtype and setting."""
+def kernel_name(dtype, setting) -> str:
+    """kblas_symv.cu's kernel of one dtype and setting: the walks (KblasSetting) or the
+    strips (KblasRowsSetting)."""
+    if isinstance(setting, KblasRowsSetting):
+        return f"kblas_symv_strip_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
     return f"kblas_symv_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
 
 
 _COUNTERS = 3  # kblas_symv_kernel's tickets: roles taken, diagonal blocks stored, blocks done
 
-build.register(SOURCE, [kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES for s in KBLAS_SETTINGS
-                        if s.fits("symv", dt)])
+build.register(SOURCE, [kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES
+                        for s in (*KBLAS_SETTINGS, *KBLAS_ROWS_SETTINGS)
+                        if isinstance(s, KblasRowsSetting) or s.fits("symv", dt)])
 
 
 def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=None):
@@ -140,22 +145,13 @@ def full_from_triangle(A, lower: bool, hermitian: bool):
     return full
 
 
-def plan(n: int, shift: int, dtype, setting=None, sms: int = 132, resident_per_sm=None):
-    """(setting with parts, diagonal blocks) for an order-n view with row origin ``shift``;
-    ``resident_per_sm(setting)``, when given, the blocks of the setting's kernel an SM
-    holds (short walks take one wave of them: settings.choose_parts)."""
+def plan(n: int, shift: int, dtype, setting=None, sms: int = 132):
+    """(setting with parts, diagonal blocks) of the walks for an order-n view with row
+    origin ``shift``."""
     s = setting or choose_kblas_setting("symv", dtype, n, sms)
     blocks = cm.blocks(n + shift, s.nb)
-    resident = resident_per_sm(s) if resident_per_sm and not s.parts else 0
-    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms, dtype, resident)
+    parts = s.parts or choose_parts("symv", blocks, blocks - 1, sms, dtype)
     return s.with_parts(parts), blocks
-
-
-def _resident_per_sm(dtype, setting: KblasSetting) -> int:
-    """Blocks of kblas_symv_kernel (this dtype and setting) one SM holds: its registers
-    and static shared memory (the compiled kernel's own)."""
-    kernel = build.get_kernel(SOURCE, kernel_name(dtype, setting))
-    return resident_blocks(setting.threads, kernel.shared_size_bytes, kernel.num_regs) // cm.sm_count()
 
 
 def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
@@ -165,16 +161,30 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
     if a.transposed:  # the view is A^T: the other triangle, and conj(A) for Hermitian A
         lower = not lower
     conj_a = a.transposed and hermitian and complex_a
-    s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count(), lambda s: _resident_per_sm(p.dtype, s))
     flags = ((_CONJ_A if conj_a else 0) | (_READ_Y if p.read_y else 0) | (_LOWER if lower else 0)
              | (_HERMITIAN if hermitian and complex_a else 0))
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
+    pointers = (a.base, x_ptr, y_ptr, o_ptr)
+    matrix = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift))
+    vectors = (cm.X_PTR, incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA)
+    strip = setting if isinstance(setting, KblasRowsSetting) else (
+        choose_symv_strip(p.dtype, a.rows) if setting is None else None)
+    if strip is not None:
+        if _vector_loads(a, shift, p.dtype.itemsize):
+            flags |= _VEC
+        if incx == 1 and (x_ptr - shift * p.dtype.itemsize) % 16 == 0:
+            flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
+        rows = strip.rows(p.dtype)  # a multiple of the 16-byte pieces: the origin modulo it aligns them as well
+        grid = -(-(a.rows + shift % rows) // rows)
+        step = cm.launch_step(SOURCE, kernel_name(p.dtype, strip), grid, ROWS_THREADS,
+                              (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift % rows), np.int32(flags),
+                               *vectors), p.dtype)
+        return cm.Recipe((step,), 0, 0, p.rows, p.dtype), pointers, keep
+    s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count())
     grid = blocks * (s.parts + 1) if blocks > 1 else 1  # the diagonal blocks, then the walks
     step = cm.launch_step(SOURCE, kernel_name(p.dtype, s), grid, s.threads,
-                          (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift), np.int32(flags), cm.X_PTR,
-                           incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA,
-                           np.int32(s.parts), cm.COUNTERS), p.dtype)
-    return cm.Recipe((step,), 0, _COUNTERS, p.rows, p.dtype), (a.base, x_ptr, y_ptr, o_ptr), keep
+                          (*matrix, np.int32(flags), *vectors, np.int32(s.parts), cm.COUNTERS), p.dtype)
+    return cm.Recipe((step,), 0, _COUNTERS, p.rows, p.dtype), pointers, keep
