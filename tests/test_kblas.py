@@ -307,7 +307,7 @@ def test_symv_strips_forced(xp, setting, routine, dtype):
              (rows + 1, False, 3, "F", 1, -1.0), (3 * rows + 5, True, 17, "F", 3, 0.5),
              (3 * rows + 5, False, 1, "C", 1, 0.0), (257, True, 0, "F", 1, 1.0), (300, False, 5, "C", 1, 0.0),
              (2 * rows + 3, False, 17, "F", 1, 1.0), (2 * rows + 3, True, 17, "C", 2, 0.0),
-             (rows - 3, False, 29, "F", 1, 0.0), (5, True, 31, "C", 1, 1.0)]
+             (max(1, rows - 3), False, 29, "F", 1, 0.0), (5, True, 31, "C", 1, 1.0)]
     for n, lower, offset, order, step, beta in cases:
         A, ref, x, _ = make_case(rng, routine, n, dtype, lower=lower)
         y = random_array(rng, (n,), dtype)

@@ -146,7 +146,8 @@ class KblasRowsSetting:
 
 
 ROWS_THREADS = 256
-KBLAS_ROWS_SETTINGS = tuple(KblasRowsSetting(u, p) for p in (4, 8) for u in (8, 16))
+# two pieces (8 in flight): SYMV's strips at small n, twice the blocks of four pieces
+KBLAS_ROWS_SETTINGS = tuple(KblasRowsSetting(u, p) for p in (4, 8) for u in (8, 16)) + (KblasRowsSetting(8, 2),)
 # Where the one-pass design runs by default: the setting by A's bytes (up to the first
 # bound that holds A; beyond the last, the tall tiles).  Session 41, H200, one process:
 # the kernel launched beside the tall-tile default and cuBLAS, GPU time, operands rotated
@@ -326,15 +327,20 @@ def check_kblas_setting(setting, routine: str, dtype) -> None:
 # 22.9, 6144 46-55 / 39.5; CHEMV 1024 7.7 / 11.1, 2048 13.1 / 16.5, 3072 23.1 / 23.7,
 # 4096 38.4 / 34.0; DSYMV 2048 13.2 / 15.8, 3072 25.8 / 23.3; ZHEMV 2048 19.2 / 23.3,
 # 3072 40.9 / 42.0.  So: strips while the whole matrix is at most 64 MiB (they read
-# n^2 elements against the walks' n^2 / 2).
+# n^2 elements against the walks' n^2 / 2).  Two pieces (twice the blocks; H200, the
+# same script): SSYMV 1024 7.1 us against four pieces' 8.0, DSYMV 1024 7.3 / 7.6, CHEMV
+# 1024 7.4 / 7.5, but 2048 and up 1-50 % slower, and complex128 1024 12.7 / 8.5: two
+# pieces for 4- and 8-byte elements to 8 MiB.
 SYMV_STRIP_MAX_BYTES = 64 * 2**20
-_SYMV_STRIP_SETTINGS = {16: KblasRowsSetting(8, 8)}  # by element size; else:
-_SYMV_STRIP_SETTING = KblasRowsSetting(8, 4)
+_SYMV_STRIP_SMALL_BYTES = 8 * 2**20
 
 
 def choose_symv_strip(dtype, n: int):
     """The KblasRowsSetting of SYMV/HEMV's strips for order n, or None for the walks."""
     item = np.dtype(dtype).itemsize
-    if n * n * item > SYMV_STRIP_MAX_BYTES:
+    nbytes = n * n * item
+    if nbytes > SYMV_STRIP_MAX_BYTES:
         return None
-    return _SYMV_STRIP_SETTINGS.get(item, _SYMV_STRIP_SETTING)
+    if item == 16:
+        return KblasRowsSetting(8, 8)  # one element a piece
+    return KblasRowsSetting(8, 2 if nbytes <= _SYMV_STRIP_SMALL_BYTES else 4)
