@@ -17,7 +17,7 @@ import pytest
 from batched.kblas import DistributedMatrix, distribute, gemv, hemv, symv
 from batched.kblas.distributed import DEFAULT_NB, BlockCyclic, padded_ld, parse_devices
 from batched.kblas.mgpu import SOURCE, kernel_name, symv_plan
-from batched.kblas.settings import KBLAS_SETTINGS, KblasSetting
+from batched.kblas.settings import KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, KblasSetting
 from batched.device_functions import registered
 from conftest import assert_unchanged, rng_for, snapshot, to_np
 from residuals import gemv_error_ratio
@@ -151,6 +151,15 @@ def test_random_is_seeded_and_independent_of_device_count(dtype):
     c = DistributedMatrix.random((9, 14), dtype=dtype, seed=6, devices=4, nb=3).gather()
     assert a.dtype == dtype and np.array_equal(a, b) and not np.array_equal(a, c)
     assert np.all(np.isfinite(a)) and (dtype.kind != "c" or np.any(a.imag != 0))
+
+
+def test_symv_strips_refused_on_a_distributed_matrix():
+    """The strips' setting (KblasRowsSetting) runs one matrix on one GPU: a named error
+    for a DistributedMatrix, host placeholders included, before any work."""
+    D = distribute(np.eye(6), devices=2, nb=2)
+    for fn in (symv, hemv):
+        with pytest.raises(TypeError, match="on a DistributedMatrix must be a KblasSetting"):
+            fn(D, np.ones(6), setting=KBLAS_ROWS_SETTINGS[0])
 
 
 def test_distribute_errors():

@@ -3,7 +3,9 @@
 The matrix is cut into nb x nb tiles; thread blocks walk a block row (GEMV-N)
 or a block column (GEMV-T, SYMV/HEMV) with the tiles double buffered in
 registers, several blocks sharing a long walk.  SYMV/HEMV read only one
-triangle, each off-diagonal tile once, and use it twice.  Column-major input
+triangle, each off-diagonal tile once, and use it twice; a short one (at most
+64 MiB) runs in strips instead, a block per few outputs reading its block row
+and block column (every element twice, no atomics).  Column-major input
 is native, row-major input runs through the transposition identities, and
 submatrix views at any offset keep aligned reads.  NumPy arrays run on the CPU
 backend with the same API.
@@ -14,7 +16,8 @@ gemv(A, x, y=None, *, alpha=1, beta=0, trans='N', out=None, setting=None)
 symv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 hemv(A, x, y=None, *, alpha=1, beta=0, lower=True, out=None, setting=None)
 KblasSetting, KBLAS_SETTINGS, choose_kblas_setting
-KblasRowsSetting, KBLAS_ROWS_SETTINGS, KblasColsSetting, KBLAS_COLS_SETTINGS (GEMV in one pass, short matrices)
+KblasRowsSetting, KBLAS_ROWS_SETTINGS, KblasColsSetting, KBLAS_COLS_SETTINGS (GEMV in one pass, short matrices;
+    KblasRowsSetting is also the shape of SYMV/HEMV's strips)
 
 Several GPUs of one host
 ------------------------

@@ -138,6 +138,9 @@ def symv(D, x, y, alpha, beta, lower, out, setting, hermitian):
         raise ValueError(f"A must be square for {name}, got shape {D.shape}")
     c = validate(D, x, y, out, alpha, beta, n, n, "A")
     check_kblas_setting(setting, "symv", c.dtype)
+    if setting is not None and not isinstance(setting, KblasSetting):  # the strips run on one matrix only
+        raise TypeError(f"setting for {name} on a DistributedMatrix must be a KblasSetting or None, "
+                        f"got {type(setting).__name__}")
     herm = hermitian and c.dtype.kind == "c"
     lower = bool(lower)
     if not D.on_gpu:

@@ -1,8 +1,8 @@
 """Large single-matrix SYMV and HEMV: ``alpha * A @ x + beta * y`` with A
 symmetric (Hermitian) and only one triangle read (KBLAS design).
 
-Launcher of batched/kblas/kblas_symv.cu (one launch: diagonal blocks and
-off-diagonal walks) and the CPU backend.  A row-major A
+Launcher of batched/kblas/kblas_symv.cu (one launch: the strips of a short
+matrix, or diagonal blocks and off-diagonal walks) and the CPU backend.  A row-major A
 is its column-major view's transpose: its lower triangle is the view's upper
 one, and for HEMV the view holds conj(A), so the kernels read the stored
 elements conjugated; no copy either way.
@@ -61,8 +61,9 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
         Read the lower (default) or the upper triangle.
     out : array, optional
         Receives the result; may be ``y`` itself.
-    setting : KblasSetting, optional
-        Force a kernel setting (GPU); default chosen by size and GPU.
+    setting : KblasSetting or KblasRowsSetting, optional
+        Force the walks (KblasSetting) or the strips (KblasRowsSetting) and
+        their shape (GPU); default chosen by size, dtype and GPU.
 
     Returns
     -------
@@ -81,10 +82,13 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
     Notes
     -----
     CuPy arrays run on the current stream without synchronizing (one
-    launch); NumPy arrays run on the CPU backend.  The off-diagonal blocks
-    add into the result with atomics, so the last bits of a result may differ
-    from call to call.  For complex A this is the complex *symmetric* product
-    (no conjugation); see :func:`hemv`.
+    launch); NumPy arrays run on the CPU backend.  A matrix of at most 64 MiB
+    runs in strips (a block computes its outputs whole from its block row and
+    block column of the stored triangle: each element read twice, the same
+    result every call); a larger one in walks that read each stored tile once
+    and add into the result with atomics, so the last bits of a result may
+    differ from call to call.  For complex A this is the complex *symmetric*
+    product (no conjugation); see :func:`hemv`.
 
     With a :class:`DistributedMatrix` A, each device reads the stored tiles
     of its own block columns once, applies them as A and A^T (A^H for HEMV)
