@@ -341,7 +341,7 @@ template <typename T> struct KblasOutput {
     if (read_y) v += beta * y[(long long)i * incy];
     out[(long long)i * inco] = v;
   }
-  // out[i] += alpha * r, atomically (once the store() to i is visible: kblas_symv_kernel's wait).
+  // out[i] += alpha * r, atomically (after a store() to i earlier in stream order).
   __device__ __forceinline__ void add(int i, T r) const { atomic_add(out + (long long)i * inco, alpha * r); }
 };
 
@@ -678,7 +678,7 @@ __device__ __forceinline__ void kblas_gemv_t_cols(const T* __restrict__ A, long 
 //   count()      tile columns: the grid of the diagonal stage
 // and an output policy where the results go:
 //   store(i, v)  the diagonal stage's (A_GG x_G)[i]: initialises i (one GPU, where the
-//                walks wait for it before their atomics), or adds atomically (PartialOutput)
+//                off-diagonal stage runs after it), or adds atomically (PartialOutput)
 //   add(i, v)    the off-diagonal stage's atomic add of a contribution to index i
 
 // The whole matrix on one GPU (local = global), tiles counted from the alignment
@@ -745,11 +745,6 @@ template <typename T, int NB, int Q> __host__ __device__ constexpr int kblas_sym
              ? kblas_symv_diag_bytes<T, NB, Q>()
              : kblas_symv_offdiag_bytes<T, NB, Q>();
 }
-
-// The off-diagonal stage's hook before its first out.add (kblas_symv_offdiag): none.
-struct NoWait {
-  __device__ __forceinline__ void operator()() const {}
-};
 
 // kblas_symv_diag: out.store(i, (A_GG x_G)[i]) for every valid row i of the diagonal
 // tile of tile column c, with A_GG mirrored from its stored triangle.
@@ -820,16 +815,15 @@ __device__ __forceinline__ void kblas_symv_diag(const T* __restrict__ A, long lo
 // Shared:   `smem`, kblas_symv_offdiag_bytes<T, NB, Q>() bytes, 16-byte aligned.
 // Sync:     one barrier per tile (double-buffered partials), then
 //           kblas_sum_over_rows's.  A block with an empty share returns at once,
-//           uniformly, before any barrier.  wait() is called by the whole block once,
-//           before the first out.add (it may hold a barrier).
+//           uniformly, before any barrier.
 // Memory:   A read only inside the walked tiles, at valid rows and local columns;
 //           x at valid global indices (stride incx); out.add only at valid indices.
 // Failure:  none; NaN/Inf propagate.
-template <typename T, int NB, int Q, class Tiles, class Out, class Wait = NoWait>
+template <typename T, int NB, int Q, class Tiles, class Out>
 __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long long lda, Tiles tiles,
                                                    int block, int parts, const T* __restrict__ x,
                                                    long long incx, const Out& out, KblasSymvFlags f,
-                                                   unsigned char* smem, const Wait& wait = Wait{}) {
+                                                   unsigned char* smem) {
   constexpr int L = NB / Q;
   T* partial = reinterpret_cast<T*>(smem);
   T* scratch = partial + 2 * Q * NB;
@@ -873,9 +867,6 @@ __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long
       pn += conj_if(a[l], conj_n) * xc[l];
       acc[l] += conj_if(a[l], conj_t) * xv;
     }
-    // The first tile's products are formed (its loads and the next tile's in flight)
-    // before the block waits for leave to add into out, if it has to.
-    if (step == 0) wait();
     // Two buffers: the barrier of the next tile orders this tile's reads before
     // the tile after it overwrites the buffer, so one barrier per tile suffices.
     T* buf = partial + (step & 1) * Q * NB;

@@ -428,11 +428,10 @@ def test_repeated_calls_reuse_the_segment_tickets(xp, routine):
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
-def test_symv_and_gemv_share_the_stream_tickets(xp, dtype):
-    """SYMV/HEMV's one launch (its walks wait on a count of the diagonal blocks) and
-    GEMV's partial sums use the same per-stream tickets: each launch leaves them at
-    zero, so calls of either kind in turn, other sizes, settings and parts, views
-    at offsets, stay right."""
+def test_symv_and_gemv_in_turn_on_one_stream(xp, dtype):
+    """SYMV/HEMV (the strips by default, the walks forced with their parts) and GEMV
+    (its partial sums and per-stream tickets) called in turn on one stream, other
+    sizes, settings and parts, views at offsets: every result right."""
     if xp is np:
         pytest.skip("tickets exist on the GPU only")
     rng = rng_for("kshare", str(dtype))
@@ -509,11 +508,11 @@ def test_registry_holds_every_fitting_setting():
     gemv_expected = {kgemv_module.kernel_name(dt, s, t) for s, dt in _fitting("gemv") for t in (False, True)}
     gemv_expected |= {kgemv_module.rows_kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     gemv_expected |= {kgemv_module.cols_kernel_name(dt, s) for s in KBLAS_COLS_SETTINGS for dt in ALL_DTYPES}
-    symv_expected = {ksymv_module.kernel_name(dt, s) for s, dt in _fitting("symv")}
-    symv_expected |= {ksymv_module.kernel_name(dt, s) for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
+    symv_expected = {name for s, dt in _fitting("symv") for name in ksymv_module.kernel_names(dt, s)}
+    symv_expected |= {ksymv_module.kernel_names(dt, s)[0] for s in KBLAS_ROWS_SETTINGS for dt in ALL_DTYPES}
     assert reg["kblas_gemv.cu"] == gemv_expected
     assert reg["kblas_symv.cu"] == symv_expected
-    assert 0 < len(gemv_expected) + len(symv_expected) <= 100
+    assert 0 < len(gemv_expected) + len(symv_expected) <= 110  # CI compiles each for sm_90
 
 
 @pytest.mark.parametrize("n", (1, 31, 33, 1000, 2048, 2049, 10001, 30000))
@@ -541,7 +540,7 @@ def test_default_plans_are_registered_and_cover_the_walk(n, dtype, sms):
                 assert kgemv_module.cols_kernel_name(dtype, c) in names["kblas_gemv.cu"]
                 assert (blocks - 1) * c.warps < n + 7 <= blocks * c.warps
         s, blocks = ksymv_module.plan(n, shift, dtype, sms=sms)
-        assert ksymv_module.kernel_name(dtype, KblasSetting(s.nb, s.q)) in names["kblas_symv.cu"]
+        assert set(ksymv_module.kernel_names(dtype, KblasSetting(s.nb, s.q))) <= names["kblas_symv.cu"]
         assert blocks * s.nb >= n + shift and 1 <= s.parts <= max(blocks - 1, 1)
 
 
@@ -556,7 +555,7 @@ def test_symv_strips_by_the_matrix_bytes(dtype):
         s = settings_module.choose_symv_strip(dtype, n)
         assert (s is not None) == (n * n * dtype.itemsize <= limit), n
         if s is not None:
-            assert s in KBLAS_ROWS_SETTINGS and ksymv_module.kernel_name(dtype, s) in names
+            assert s in KBLAS_ROWS_SETTINGS and ksymv_module.kernel_names(dtype, s)[0] in names
 
 
 def test_settings_fit_the_hardware_limits():

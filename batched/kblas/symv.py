@@ -1,8 +1,9 @@
 """Large single-matrix SYMV and HEMV: ``alpha * A @ x + beta * y`` with A
 symmetric (Hermitian) and only one triangle read (KBLAS design).
 
-Launcher of batched/kblas/kblas_symv.cu (one launch: the strips of a short
-matrix, or diagonal blocks and off-diagonal walks) and the CPU backend.  A row-major A
+Launcher of batched/kblas/kblas_symv.cu (the strips of a short matrix in one
+launch, or a diagonal-block kernel, then an off-diagonal kernel on the same
+stream) and the CPU backend.  A row-major A
 is its column-major view's transpose: its lower triangle is the view's upper
 one, and for HEMV the view holds conj(A), so the kernels read the stored
 elements conjugated; no copy either way.
@@ -27,19 +28,17 @@ SOURCE = cm.SOURCE_DIR / "kblas_symv.cu"
 _CONJ_A, _READ_Y, _LOWER, _HERMITIAN, _VEC, _XVEC = 1, 2, 4, 8, 16, 32
 
 
-def kernel_name(dtype, setting) -> str:
-    """kblas_symv.cu's kernel of one dtype and setting: the walks (KblasSetting) or the
-    strips (KblasRowsSetting)."""
+def kernel_names(dtype, setting) -> tuple:
+    """kblas_symv.cu's kernels of one dtype and setting: the strips' one (KblasRowsSetting),
+    or the diagonal kernel and the off-diagonal walks (KblasSetting)."""
     if isinstance(setting, KblasRowsSetting):
-        return f"kblas_symv_strip_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
-    return f"kblas_symv_kernel<{cm.ctype(dtype)}, {setting.template_args()}>"
+        return (f"kblas_symv_strip_kernel<{cm.ctype(dtype)}, {setting.template_args()}>",)
+    args = f"{cm.ctype(dtype)}, {setting.template_args()}"
+    return f"kblas_symv_diag_kernel<{args}>", f"kblas_symv_offdiag_kernel<{args}>"
 
 
-_COUNTERS = 3  # kblas_symv_kernel's tickets: roles taken, diagonal blocks stored, blocks done
-
-build.register(SOURCE, [kernel_name(dt, s) for dt in ar.SUPPORTED_DTYPES
-                        for s in (*KBLAS_SETTINGS, *KBLAS_ROWS_SETTINGS)
-                        if isinstance(s, KblasRowsSetting) or s.fits("symv", dt)])
+build.register(SOURCE, [name for dt in ar.SUPPORTED_DTYPES for s in (*KBLAS_SETTINGS, *KBLAS_ROWS_SETTINGS)
+                        if isinstance(s, KblasRowsSetting) or s.fits("symv", dt) for name in kernel_names(dt, s)])
 
 
 def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=None):
@@ -81,8 +80,8 @@ def symv(A, x, y=None, *, alpha=1.0, beta=0.0, lower=True, out=None, setting=Non
 
     Notes
     -----
-    CuPy arrays run on the current stream without synchronizing (one
-    launch); NumPy arrays run on the CPU backend.  A matrix of at most 64 MiB
+    CuPy arrays run on the current stream without synchronizing (one or two
+    launches); NumPy arrays run on the CPU backend.  A matrix of at most 64 MiB
     runs in strips (a block computes its outputs whole from its block row and
     block column of the stored triangle: each element read twice, the same
     result every call); a larger one in walks that read each stored tile once
@@ -183,12 +182,15 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
             flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
         rows = strip.rows(p.dtype)  # a multiple of the 16-byte pieces: the origin modulo it aligns them as well
         grid = -(-(a.rows + shift % rows) // rows)
-        step = cm.launch_step(SOURCE, kernel_name(p.dtype, strip), grid, ROWS_THREADS,
+        step = cm.launch_step(SOURCE, kernel_names(p.dtype, strip)[0], grid, ROWS_THREADS,
                               (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift % rows), np.int32(flags),
                                *vectors), p.dtype)
         return cm.Recipe((step,), 0, 0, p.rows, p.dtype), pointers, keep
     s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count())
-    grid = blocks * (s.parts + 1) if blocks > 1 else 1  # the diagonal blocks, then the walks
-    step = cm.launch_step(SOURCE, kernel_name(p.dtype, s), grid, s.threads,
-                          (*matrix, np.int32(flags), *vectors, np.int32(s.parts), cm.COUNTERS), p.dtype)
-    return cm.Recipe((step,), 0, _COUNTERS, p.rows, p.dtype), pointers, keep
+    diag, offdiag = kernel_names(p.dtype, s)
+    walk = (*matrix, np.int32(flags), cm.X_PTR, incx)
+    steps = [cm.launch_step(SOURCE, diag, blocks, s.threads, (*walk, *vectors[2:]), p.dtype)]
+    if blocks > 1:  # after the diagonal kernel on the same stream: out is initialised
+        steps.append(cm.launch_step(SOURCE, offdiag, blocks * s.parts, s.threads,
+                                    (*walk, cm.OUT_PTR, inco, cm.ALPHA, np.int32(s.parts)), p.dtype))
+    return cm.Recipe(tuple(steps), 0, 0, p.rows, p.dtype), pointers, keep
