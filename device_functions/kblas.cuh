@@ -508,7 +508,7 @@ template <typename T, int P, int THREADS> struct KblasRowsShape {
 };
 
 // kblas_rows_accumulate: acc[k] += op(A(i0 + k, j)) x_j over this thread's columns j of
-// [jb, je) (jb + t / P, then every LANES), the rows design's loads (see below); rows
+// [jb, je) (jb + t / P, then every LANES), with the loads described above; rows
 // outside [0, m) read as zeros where `edge`.
 template <typename T, int P, int THREADS, int U>
 __device__ __forceinline__ void kblas_rows_accumulate(T (&acc)[KblasRowsShape<T, P, THREADS>::VW],

@@ -138,9 +138,8 @@ _OPERAND_SLOTS = (A_PTR, X_PTR, Y_PTR, OUT_PTR)
 @dataclass(frozen=True)
 class Recipe:
     """A call's launches in order (:class:`batched._launch.PackedLaunch`, Slots bound);
-    ``work`` elements of the result dtype when blocks combine partial sums and
-    ``segments`` tickets (zero on entry, left zero) when blocks count their arrivals
-    (0: none); the result's length and dtype."""
+    ``work`` elements of the result dtype and ``segments`` tickets when blocks combine
+    partial sums (0: none); the result's length and dtype."""
 
     launches: tuple
     work: int
@@ -154,11 +153,11 @@ def run(recipe: Recipe, pointers, alpha, beta, xp) -> None:
     not read) and the converted scalars."""
     values = dict(zip(_OPERAND_SLOTS, pointers))
     values[ALPHA], values[BETA] = alpha, beta
-    # The pool may hand the workspace on once the launches are enqueued.
-    work = xp.empty(recipe.work, recipe.dtype) if recipe.work else None
-    counters = segment_counters(xp, recipe.segments) if recipe.segments else None
-    values[WORK] = 0 if work is None else work.data.ptr
-    values[COUNTERS] = 0 if counters is None else counters.data.ptr
+    if recipe.work:  # the pool may hand the workspace on once the launches are enqueued
+        work, counters = xp.empty(recipe.work, recipe.dtype), segment_counters(xp, recipe.segments)
+        values[WORK], values[COUNTERS] = work.data.ptr, counters.data.ptr
+    else:
+        values[WORK] = values[COUNTERS] = 0
     for launch in recipe.launches:
         launch(values)
 
@@ -237,6 +236,12 @@ def matrix_view(p: Problem, prefer: str = "F"):
     item = p.dtype.itemsize
     shift = (a.base % ALIGN_BYTES) // item if a.base % item == 0 else 0
     return a, shift
+
+
+def vector_loads(a, shift: int, item: int) -> bool:
+    """Whether every column's element -shift of the view ``a`` is 16-byte aligned (the
+    kernels may then load 16 bytes at a time)."""
+    return (a.base - shift * item) % 16 == 0 and (a.ld * item) % 16 == 0
 
 
 def vector_args(p: Problem, v, length: int, keep: list):

@@ -169,12 +169,6 @@ def segment_length(setting: KblasSetting, trans: bool, dtype) -> int:
     return setting.nb if trans else setting.tall_rows(dtype)
 
 
-def _vector_loads(a, shift: int, item: int) -> bool:
-    """Whether every column's element -shift is 16-byte aligned (the tall tiles'
-    interior may then load 16 bytes at a time)."""
-    return (a.base - shift * item) % 16 == 0 and (a.ld * item) % 16 == 0
-
-
 def _describe(p: cm.Problem, target, op: str, setting):
     """(Recipe, pointers, keep) of one GEMV into ``target`` (see _common.execute)."""
     # a forced one-pass setting needs its op of the view: a matrix of one row or column
@@ -199,7 +193,7 @@ def _describe(p: cm.Problem, target, op: str, setting):
         parts, name, grid, threads = s.parts, kernel_name(p.dtype, s, trans), segments * s.parts, s.threads
         work = s.parts * segments * segment_length(s, trans, p.dtype) if s.parts > 1 else 0
     flags = (_CONJ if ar.op_conjugates(view_op) else 0) | (_READ_Y if p.read_y else 0)
-    if _vector_loads(a, shift, p.dtype.itemsize):
+    if cm.vector_loads(a, shift, p.dtype.itemsize):
         flags |= _VEC
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)

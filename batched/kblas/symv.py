@@ -18,7 +18,6 @@ from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .gemv import _vector_loads
 from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting, KblasSetting,
                        check_kblas_setting, choose_kblas_setting, choose_parts, choose_symv_strip)
 
@@ -176,7 +175,7 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
     strip = setting if isinstance(setting, KblasRowsSetting) else (
         choose_symv_strip(p.dtype, a.rows) if setting is None else None)
     if strip is not None:
-        if _vector_loads(a, shift, p.dtype.itemsize):
+        if cm.vector_loads(a, shift, p.dtype.itemsize):
             flags |= _VEC
         if incx == 1 and (x_ptr - shift * p.dtype.itemsize) % 16 == 0:
             flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
