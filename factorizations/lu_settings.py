@@ -205,7 +205,9 @@ ROWS_SETTINGS = (LuSetting("rows", 8, 8), LuSetting("rows", 16, 16), LuSetting("
 COLS_SETTINGS = (LuSetting("cols", 16, 2),)
 WARPS_SETTINGS = (LuSetting("warps", 64, 128), LuSetting("warps", 64, 256), LuSetting("warps", 128, 256),
                   LuSetting("warps", 128, 512))
-PANELS_SETTINGS = (LuSetting("panels", 128, 256), LuSetting("panels", 128, 512), LuSetting("panels", 96, 256))
+PANELS96 = LuSetting("panels", 96, 256)    # the default to n = 96 (two float64 blocks an SM)
+PANELS128 = LuSetting("panels", 128, 256)  # the default from 97 to 128
+PANELS_SETTINGS = (PANELS128, LuSetting("panels", 128, 512), PANELS96)
 LU_SETTINGS = (FUSED_SETTINGS + BLOCKED_SETTINGS + THREAD_SETTINGS + ROWS_SETTINGS + COLS_SETTINGS + WARPS_SETTINGS
                + PANELS_SETTINGS)
 
@@ -256,7 +258,7 @@ def choose_lu_setting(m: int, n: int, itemsize: int, smem_limit: int = 227 * 102
             if size <= up_to:
                 return LuSetting("rows", nb, lanes)
     if size > 64 and itemsize <= 8:
-        for s in (PANELS_SETTINGS[2], PANELS_SETTINGS[0]):   # NB = 96 up to 96 (the note before _WARPS64_FROM)
+        for s in (PANELS96, PANELS128):   # NB = 96 up to 96 (the note before _WARPS64_FROM)
             if s.fits(m, n, itemsize, smem_limit):
                 return s
     if not is_complex and itemsize in _WARPS64_FROM and _WARPS64_FROM[itemsize] <= size <= 64:
