@@ -244,6 +244,12 @@ def vector_loads(a, shift: int, item: int) -> bool:
     return (a.base - shift * item) % 16 == 0 and (a.ld * item) % 16 == 0
 
 
+def x_vector_loads(x_ptr: int, incx: int, shift: int, item: int) -> bool:
+    """Whether x is contiguous with its elements aligned as A's rows (element -shift on a
+    16-byte boundary): 16-byte loads of both (the kernels' KBLAS_XVEC)."""
+    return incx == 1 and (x_ptr - shift * item) % 16 == 0
+
+
 def vector_args(p: Problem, v, length: int, keep: list):
     """(address, increment) of a vector broadcast to ``length``; (0, 0) for None.
 

@@ -197,7 +197,7 @@ def _describe(p: cm.Problem, target, op: str, setting):
         flags |= _VEC
     keep = [a.arr]
     x_ptr, incx = cm.vector_args(p, p.x, p.inner, keep)
-    if cols is not None and incx == 1 and (x_ptr - shift * p.dtype.itemsize) % 16 == 0:
+    if cols is not None and cm.x_vector_loads(x_ptr, incx, shift, p.dtype.itemsize):
         flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)

@@ -170,24 +170,23 @@ def _describe(p: cm.Problem, target, lower: bool, hermitian: bool, setting):
     y_ptr, incy = cm.vector_args(p, p.y if p.read_y else None, p.rows, keep)
     o_ptr, inco = cm.vector_args(p, target, p.rows, keep)
     pointers = (a.base, x_ptr, y_ptr, o_ptr)
-    matrix = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift))
+    matrix = (cm.A_PTR, np.int64(a.ld), np.int32(a.rows))
     vectors = (cm.X_PTR, incx, cm.Y_PTR if p.read_y else np.uint64(0), incy, cm.OUT_PTR, inco, cm.ALPHA, cm.BETA)
     strip = setting if isinstance(setting, KblasRowsSetting) else (
         choose_symv_strip(p.dtype, a.rows) if setting is None else None)
     if strip is not None:
         if cm.vector_loads(a, shift, p.dtype.itemsize):
             flags |= _VEC
-        if incx == 1 and (x_ptr - shift * p.dtype.itemsize) % 16 == 0:
-            flags |= _XVEC  # x's elements aligned as A's rows: 16-byte loads of both
+        if cm.x_vector_loads(x_ptr, incx, shift, p.dtype.itemsize):
+            flags |= _XVEC
         rows = strip.rows(p.dtype)  # a multiple of the 16-byte pieces: the origin modulo it aligns them as well
         grid = -(-(a.rows + shift % rows) // rows)
         step = cm.launch_step(SOURCE, kernel_names(p.dtype, strip)[0], grid, ROWS_THREADS,
-                              (cm.A_PTR, np.int64(a.ld), np.int32(a.rows), np.int32(shift % rows), np.int32(flags),
-                               *vectors), p.dtype)
+                              (*matrix, np.int32(shift % rows), np.int32(flags), *vectors), p.dtype)
         return cm.Recipe((step,), 0, 0, p.rows, p.dtype), pointers, keep
     s, blocks = plan(a.rows, shift, p.dtype, setting, cm.sm_count())
     diag, offdiag = kernel_names(p.dtype, s)
-    walk = (*matrix, np.int32(flags), cm.X_PTR, incx)
+    walk = (*matrix, np.int32(shift), np.int32(flags), cm.X_PTR, incx)
     steps = [cm.launch_step(SOURCE, diag, blocks, s.threads, (*walk, *vectors[2:]), p.dtype)]
     if blocks > 1:  # after the diagonal kernel on the same stream: out is initialised
         steps.append(cm.launch_step(SOURCE, offdiag, blocks * s.parts, s.threads,
