@@ -908,6 +908,8 @@ __device__ __forceinline__ void kblas_symv_offdiag(const T* __restrict__ A, long
 // GEMV), none through atomics, no block waiting for another.  Why: at small n a call is
 // a chain of latencies, not bytes (kblas_symv_kernel, SSYMV 1024: 10 us for 2 MB; the
 // one-pass GEMV-N reads 4 MB in about 5).
+// Requires: 0 <= shift < ROWS (the launcher passes the alignment shift modulo ROWS), so
+//           only block 0 starts before row 0 and every block ends past it.
 // Threads:  THREADS (a multiple of 32, WARPS warps, WARPS >= 1), all with the same arguments.
 // Shared:   `scratch`, (WARPS + 1) * ROWS elements of T.  Sync: one barrier, then a second.
 // Memory:   A only inside the stored triangle at indices in [0, n); x read-only; out.store
@@ -934,8 +936,8 @@ __device__ __forceinline__ void kblas_symv_strip(T* scratch, const T* __restrict
   const bool edge = r0 < 0 || r1 > n;
   if (lower)
     kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, n, 0, r0 > 0 ? r0 : 0, i0, edge, x, incx, vec, f.conj_a);
-  else  // r1 < 0 where the origin shift is wider than a block
-    kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, n, r1 > 0 ? r1 : 0, n, i0, edge, x, incx, vec, f.conj_a);
+  else  // r1 > 0: the origin shift is less than a block
+    kblas_rows_accumulate<T, P, THREADS, U>(acc, A, lda, n, r1, n, i0, edge, x, incx, vec, f.conj_a);
   const int jd = r0 + t / P;  // this thread's column of the diagonal block
   if (t / P < ROWS && jd >= 0 && jd < n) {
     const T xj = x[(long long)jd * incx];
