@@ -61,6 +61,20 @@ def grid_for(items: int, groups_per_block: int) -> int:
     return max(1, min(-(-items // groups_per_block), 2**31 - 1))
 
 
+def launch_planned(kernel, plan, args, resident: bool = False) -> None:
+    """``kernel`` over ``plan.grid`` blocks of ``plan.block`` threads with ``plan.smem``
+    bytes of dynamic shared memory (opted in past the default 48 KiB).  ``resident``:
+    the grid cut to the blocks the GPU holds at once, for kernels whose blocks loop
+    over the work items and wait on each other's turns (a warp's pipeline)."""
+    if plan.smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = plan.smem
+    grid = plan.grid
+    if resident:
+        from .settings import resident_blocks
+        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
+    kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
+
+
 class PackedLaunch:
     """One kernel launch kept as bytes, replayed with new pointers and scalars.
 

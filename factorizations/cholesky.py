@@ -25,7 +25,6 @@ from .. import _launch as ln
 from .._batch import MatrixBatch, rows_vector
 from .._operands import matrix_operand, writable_directly
 from ..device_functions import build
-from ..settings import resident_blocks
 from . import _solvers as sv
 from . import trsv as _trsv
 from .cholesky_settings import (BLOCKED_SETTINGS, CHOLESKY_SETTINGS, FUSED_SETTINGS, CholeskySetting,
@@ -440,12 +439,8 @@ def _launch(layout, dtype, setting, n_max, count, args, nrhs=0):
     plan = plan_cholesky(setting, n_max, np.dtype(dtype).itemsize, count, sv.smem_limit(), nrhs,
                          packed=layout == "uniform")
     kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting, nrhs > 0))
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
-    grid = plan.grid
-    if setting.thread and plan.smem:   # the pipeline runs within a warp's turns: every block resident
-        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
-    kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
+    # the thread design's pipeline runs within a warp's turns: every block resident
+    ln.launch_planned(kernel, plan, args, resident=bool(setting.thread and plan.smem))
 
 
 def _dummy_vectors(layout):

@@ -428,9 +428,6 @@ def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
         kernel((plan.grid,), (plan.block,), (*args, np.int64(count)), shared_mem=plan.smem)
         return
     plan = plan_gebrd(setting, m_max, n_max, itemsize, count, sv.smem_limit(), _sm_count())
-    kernel = build.get_kernel(SOURCE, gebrd_kernel_name(layout, dtype, setting))
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
     tail = (np.int64(count), np.int32(m_max), np.int32(n_max))
     if setting.blocked:
         import cupy
@@ -439,17 +436,15 @@ def _launch_gebrd(layout, dtype, setting, m_max, n_max, count, args):
         work = cupy.empty(max(plan.work_elems, 1), dtype)
         tail = (*tail, work) if setting.cluster > 1 else (*tail, work, np.int32(plan.xy_shared))
         tail = (*tail, np.int32(gebrd_settings.narrow_gemv_for(m_max, n_max)))
-    kernel((plan.grid,), (plan.block,), (*args, *tail), shared_mem=plan.smem)
+    ln.launch_planned(build.get_kernel(SOURCE, gebrd_kernel_name(layout, dtype, setting)), plan, (*args, *tail))
 
 
 def _launch_orgbr(layout, dtype, want_p, m_max, n_max, count, args):
     setting = choose_orgbr_setting(m_max, n_max)
     len_max = max(m_max, n_max)
     plan = plan_orgbr(setting, len_max, np.dtype(dtype).itemsize, count, sv.smem_limit())
-    kernel = build.get_kernel(SOURCE, orgbr_kernel_name(layout, dtype, setting, want_p))
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
-    kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(len_max)), shared_mem=plan.smem)
+    ln.launch_planned(build.get_kernel(SOURCE, orgbr_kernel_name(layout, dtype, setting, want_p)), plan,
+                      (*args, np.int64(count), np.int32(len_max)))
 
 
 def _column_major_empty(xp, batch, rows, cols, dtype):

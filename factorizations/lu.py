@@ -29,7 +29,6 @@ from .. import _launch as ln
 from .._batch import MatrixBatch, members_vector, rows_vector
 from .._operands import matrix_operand, vector_operand, writable_directly
 from ..device_functions import build
-from ..settings import resident_blocks
 from . import _solvers as sv
 from . import trsv as trsv_module
 from .lu_settings import LU_SETTINGS, LuSetting, check_lu_setting, choose_lu_setting, plan_lu
@@ -663,12 +662,8 @@ def _takes_direct(setting: LuSetting, a, count: int, dtype, write_lu: bool, writ
 def _launch_factor(layout, dtype, setting, plan, args, kind=None):
     name = kernel_name(kind or setting.design, layout, dtype, setting)
     kernel = build.get_kernel(SOURCE, name)
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
-    grid = plan.grid
-    if setting.thread and plan.smem:   # the pipeline runs within a warp's turns: every block resident
-        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
-    kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
+    # the thread design's pipeline runs within a warp's turns: every block resident
+    ln.launch_planned(kernel, plan, args, resident=bool(setting.thread and plan.smem))
 
 
 def _factor_cupy(xp, A, batch, m, n, dtype, overwrite_a, setting, Bm=None, k=0, overwrite_b=False,

@@ -686,16 +686,13 @@ def _pack_matrix(op):
 
 def _launch_factor(layout, dtype, setting, m_max, n_max, nrhs, count, qr_struct, b_struct, tau_struct, info):
     plan = plan_qr(setting, m_max, n_max, nrhs, np.dtype(dtype).itemsize, count, sv.smem_limit())
-    kernel = build.get_kernel(SOURCE, kernel_name(layout, dtype, setting))
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
     head = (qr_struct, b_struct, tau_struct, info if info is not None else np.uint64(0), np.int64(count),
             np.int32(nrhs))
     if setting.design == "blocked":
         args = (*head, np.int32(plan.ldp))
     else:
         args = (*head, np.int64(plan.s_a), np.int64(plan.s_b), np.int32(plan.wlen), np.int64(plan.group_bytes))
-    kernel((plan.grid,), (plan.block,), args, shared_mem=plan.smem)
+    ln.launch_planned(build.get_kernel(SOURCE, kernel_name(layout, dtype, setting)), plan, args)
 
 
 def _factor_cupy(xp, A, Bm, batch, dtype, overwrite_a, overwrite_b, setting):

@@ -277,11 +277,8 @@ def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=Fa
         name = tile_kernel_name(layout, dtype, setting.group_threads)
     else:
         name = kernel_name(layout, dtype, setting)
-    kernel = build.get_kernel(SOURCE, name)
-    if plan.smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = plan.smem
-    kernel((plan.grid,), (plan.block,), (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)),
-           shared_mem=plan.smem)
+    ln.launch_planned(build.get_kernel(SOURCE, name), plan,
+                      (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)))
 
 
 def tile_pieces(n: int, itemsize: int) -> bool:
