@@ -71,3 +71,46 @@ def test_a_replay_writes_its_pointers_and_scalars_and_keeps_every_other_argument
 def test_a_launch_takes_only_numpy_scalars_and_structs(captured):
     with pytest.raises(TypeError, match="argument 1 is a int"):
         ln.PackedLaunch(_Kernel(), 1, 32, 0, (np.int32(1), 7), [])
+
+
+class _PlannedKernel:
+    """Stands in for a CuPy RawKernel: records the opt-in and the launch."""
+    num_regs = 64
+
+    def __init__(self):
+        self.max_dynamic_shared_size_bytes = None
+        self.calls = []
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.calls.append((grid, block, args, shared_mem))
+
+
+class _Plan:
+    def __init__(self, grid, block, smem):
+        self.grid, self.block, self.smem = grid, block, smem
+
+
+@pytest.mark.parametrize("smem, opted", [(0, None), (48 * 1024, None), (48 * 1024 + 16, 48 * 1024 + 16)])
+def test_a_planned_launch_opts_in_past_48_kib_only(smem, opted):
+    kernel = _PlannedKernel()
+    ln.launch_planned(kernel, _Plan(5000, 128, smem), (np.int32(3),))
+    assert kernel.max_dynamic_shared_size_bytes == opted
+    assert kernel.calls == [((5000,), (128,), (np.int32(3),), smem)]
+
+
+def test_a_resident_planned_launch_cuts_the_grid_to_the_blocks_the_gpu_holds(monkeypatch):
+    from batched import settings
+
+    asked = []
+
+    def resident_blocks(block, smem, registers=0):
+        asked.append((block, smem, registers))
+        return 264
+
+    monkeypatch.setattr(settings, "resident_blocks", resident_blocks)
+    kernel = _PlannedKernel()
+    ln.launch_planned(kernel, _Plan(5000, 128, 1024), (), resident=True)
+    ln.launch_planned(kernel, _Plan(100, 128, 1024), (), resident=True)
+    ln.launch_planned(kernel, _Plan(5000, 128, 1024), ())
+    assert [c[0] for c in kernel.calls] == [(264,), (100,), (5000,)]
+    assert asked == [(128, 1024, 64), (128, 1024, 64)]  # with the kernel's registers
