@@ -335,7 +335,6 @@ def measure_ceilings(nbytes: int = 1 << 30, repeats: int = 10) -> dict:
     if _ceilings:
         return _ceilings
     cp = _cupy()
-    info = device_info()
 
     def copies():
         src = cp.ones(nbytes // 8, dtype=cp.float64)

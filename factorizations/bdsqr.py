@@ -63,8 +63,7 @@ from .. import _launch as ln
 from ..device_functions import build
 from ..settings import multiprocessor_count
 from . import _solvers as sv
-from .svd_settings import (BDSQR_SETTINGS, MAXITR, BdsqrSetting, bdsqr_wide, check_bdsqr_setting,
-                           choose_bdsqr_setting, plan_bdsqr)
+from .svd_settings import MAXITR, bdsqr_wide, check_bdsqr_setting, choose_bdsqr_setting, plan_bdsqr
 
 SOURCE = Path(__file__).with_name("bdsqr.cu")
 
@@ -417,7 +416,6 @@ def _sweep(d, e, rows, glob, ll, mm, shift, thr, top, shifted, u, vt):
     n = len(rows)
     lens = mm - ll
     steps = int(lens.max())
-    k = d.shape[1]
     one = np.ones(n, R)
     rec = []                                   # per step: (pair p, act, lc, ls, rc, rs)
 

@@ -18,7 +18,7 @@ from ..device_functions import build
 from ..gemv import gemv as _batched_gemv
 from . import _common as cm
 from .distributed import DistributedMatrix
-from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting, KblasSetting,
+from .settings import (KBLAS_ROWS_SETTINGS, KBLAS_SETTINGS, ROWS_THREADS, KblasRowsSetting,
                        check_kblas_setting, choose_kblas_setting, choose_parts, choose_symv_strip)
 
 SOURCE = cm.SOURCE_DIR / "kblas_symv.cu"
