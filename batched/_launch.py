@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from . import settings
 from ._arrays import CTYPES
 
 
@@ -70,8 +71,7 @@ def launch_planned(kernel, plan, args, resident: bool = False) -> None:
         kernel.max_dynamic_shared_size_bytes = plan.smem
     grid = plan.grid
     if resident:
-        from .settings import resident_blocks
-        grid = min(grid, resident_blocks(plan.block, plan.smem, kernel.num_regs))
+        grid = min(grid, settings.resident_blocks(plan.block, plan.smem, kernel.num_regs))
     kernel((grid,), (plan.block,), args, shared_mem=plan.smem)
 
 
