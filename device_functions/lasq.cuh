@@ -40,7 +40,9 @@
 //           terms are small: the Rayleigh-quotient-and-residual bound has sqrt(a)
 //           where this has a, and converged more slowly (75 against 69 transforms a
 //           16 x 16 random matrix, failures counted; it failed 1.8 times against 7.8);
-//           a >= 1/2 or an interior minimum: tau = dmin / 4.  (Our rule, not
+//           a >= 1/2 or an interior minimum: tau = dmin / 4.  Since session 69 the
+//           bottom pair's eigenvalue (lasq_shift) caps that value and replaces it
+//           where larger.  (Our rule, not
 //           xLASQ4's case analysis; measured on random, graded, clustered and
 //           rank-deficient bidiagonals of order 8-32: 2.5-5 transforms a value, the
 //           errors within 0.6 n eps s_1.)
@@ -180,8 +182,9 @@ __device__ __forceinline__ R lasq_shift(LasqArray<R> z, int p, int i0, int n0, R
   // The ratios e / q <= 1 by the reciprocal's approximation alone: a q below tiny
   // makes one Inf or NaN (its e is at most q), and then a fails the test below and the
   // fallback is taken (an estimate, not a bound: any shift is safe to try).
-  R b = at[s] * rcp_refined(at[0]);
-  R a = b;
+  const R q1 = at[0], e1 = at[s];
+  const R b1 = e1 * rcp_refined(q1);
+  R b = b1, a = b1;
   // rows n0 - 2 down to max(n0 - 8, i0)
   for (int left = n0 - 1 - (n0 - 8 > i0 ? n0 - 8 : i0); left > 0; --left) {
     at -= step;
@@ -191,7 +194,19 @@ __device__ __forceinline__ R lasq_shift(LasqArray<R> z, int p, int i0, int n0, R
     if (R(100) * b < a) break;
   }
   if (!(a < R(0.5))) return fallback;
-  return q_bottom * (R(1) - a) * rcp_refined(R(1) + a);  // 1 + a in [1, 1.5)
+  const R rule = q_bottom * (R(1) - a) * rcp_refined(R(1) + a);  // 1 + a in [1, 1.5)
+  // The bottom pair's smaller eigenvalue (the 2 x 2 of rows n0 - 1, n0, the deflation's
+  // formula: r q_n0 with r = q_{n0-1} / big) is at least lambda (interlacing), less a
+  // margin of 32 (n0 - i0 + 1) ulps: the rule's value is never taken above it (where a
+  // pair is close, lambda = q_n0 (1 - c a), c = 1 + q_n0 / (q_{n0-1} - q_n0), past the
+  // rule's c = 2).  Where the pair is apart, its value less the coupling above it (4 (a -
+  // b1) q_{n0-1} r) is the shift when larger: first order in a where the rule is off by
+  // a q_n0.  Here q_{n0-1} > 0 (a < 1/2), so big > 0.
+  const R h = q1 - q_bottom + e1;
+  const R big = R(0.5) * (q1 + e1 + q_bottom + bd_sqrt(h * h + R(4) * e1 * q_bottom));
+  const R r = q1 * rcp_refined(big);
+  const R pair = r * q_bottom * (R(1) - R(64 * (n0 - i0 + 1)) * BdLimits<R>::unit_roundoff);
+  return bd_max(pair - R(4) * (a - b1) * q1 * r, bd_min(rule, pair));
 }
 
 // The threads of `warp` (the mask of those in the call) run in rounds: each round

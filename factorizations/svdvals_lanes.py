@@ -271,8 +271,8 @@ def _lasq_shift(z, p, i0, n0, dmin, dn):
     fallback = rdt(0.25) * max(dmin, rdt(0))
     if z[n0 - 1, p, 1] > z[n0 - 1, p, 0]:
         return fallback
-    b = z[n0 - 1, p, 1] / z[n0 - 1, p, 0]
-    a = b
+    b1 = z[n0 - 1, p, 1] / z[n0 - 1, p, 0]
+    a = b = b1
     for i in range(n0 - 2, max(n0 - 9, i0 - 1), -1):
         if z[i, p, 1] > z[i, p, 0]:
             break
@@ -282,5 +282,14 @@ def _lasq_shift(z, p, i0, n0, dmin, dn):
             break
     if not a < rdt(0.5):
         return fallback
-    return z[n0, p, 0] * (rdt(1) - a) / (rdt(1) + a)
+    q, q1, e1 = z[n0, p, 0], z[n0 - 1, p, 0], z[n0 - 1, p, 1]
+    base = q * (rdt(1) - a) / (rdt(1) + a)
+    # the bottom pair's smaller eigenvalue caps the rule and replaces it where larger
+    h = q1 - q + e1
+    big = rdt(0.5) * (q1 + e1 + q + np.sqrt(h * h + rdt(4) * e1 * q))
+    r = q1 / big
+    pair = r * q * (rdt(1) - rdt(32 * (n0 - i0 + 1)) * rdt(np.finfo(z.dtype).eps))
+    capped = base if base < pair else pair
+    t = pair - rdt(4) * (a - b1) * q1 * r
+    return t if t > capped else capped
 
