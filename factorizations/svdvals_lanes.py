@@ -93,7 +93,8 @@ def _svdvals_cupy(A, batch, m, n, setting, max_passes):
     count = int(np.prod(batch, dtype=np.int64))
     k = min(m, n)
     s = cupy.empty((*batch, k), A.dtype)
-    info = cupy.zeros(batch, np.int32)
+    # lasq_kernel writes every matrix's info, so no memset ahead of the two launches
+    info = cupy.empty(batch, np.int32) if count and k else cupy.zeros(batch, np.int32)
     if count and k:
         op = matrix_operand(A, batch, cupy)
         d = cupy.empty((count, k), A.dtype)
