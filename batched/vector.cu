@@ -15,13 +15,31 @@
 
 __host__ __device__ constexpr int vector_block_threads(int group) { return group > 32 ? group : 256; }
 
+// Blocks an SM nrm2 is held to (256 threads each).  Eight (32 registers, every thread
+// slot of an SM) where its loop fits them without spilling: groups of two lanes, and
+// groups of four or eight for 8- and 16-byte types; six (40 registers) otherwise (float
+// took 63 uncapped, and in groups of four or eight spills 56 bytes at 32).  Short
+// vectors are latency-bound: more resident warps keep more loads in flight.
+template <typename T>
+__host__ __device__ constexpr int nrm2_min_blocks(int group) {
+  return group <= 2 || (group <= 8 && sizeof(T) >= 8) ? 8 : 6;
+}
+
+// Entries an nrm2 lane loads at a time: 0 (bdf::nrm2's 16-byte pieces where the vector
+// is contiguous) unless the group is smaller than the elements before a vector's first
+// 16-byte boundary (up to 16 / sizeof(T) - 1: three floats), which the piece path gives
+// one lane each; float in groups of two takes entry-wise chunks of eight instead.
+template <typename T>
+__host__ __device__ constexpr int nrm2_chunk(int group) {
+  return group >= 16 / int(sizeof(T)) - 1 ? 0 : 8;
+}
+
 // out[b] = reduction of vector b (and y's vector b for the dots): a real for nrm2 and
 // asum, a long long for iamax, a T for the dots.  OP is a template argument so that
 // each reduction gets the registers of its own loop (nrm2's chunks of eight loads
-// took 80 in a kernel shared by every op, and the short dots slowed down with them);
-// nrm2 is held to six blocks an SM (40 registers: float took 63 uncapped, no spill).
+// took 80 in a kernel shared by every op, and the short dots slowed down with them).
 template <typename T, int G, int OP>
-__global__ void __launch_bounds__(vector_block_threads(G), OP == VECTOR_NRM2 ? 6 : 0)
+__global__ void __launch_bounds__(vector_block_threads(G), OP == VECTOR_NRM2 ? nrm2_min_blocks<T>(G) : 0)
 vector_reduce_kernel(bdf::UniformVector<T> x, bdf::UniformVector<T> y, void* out, long long count, int n) {
   constexpr int op = OP;
   using R = typename bdf::real_of<T>::type;
@@ -33,7 +51,8 @@ vector_reduce_kernel(bdf::UniformVector<T> x, bdf::UniformVector<T> y, void* out
        b += (long long)gridDim.x * GROUPS) {
     const T* xv = x.vector(b);
     if constexpr (op == VECTOR_NRM2 || op == VECTOR_ASUM) {
-      const R r = op == VECTOR_NRM2 ? bdf::nrm2(g, n, xv, x.inc, work) : bdf::asum(g, n, xv, x.inc, work);
+      const R r = op == VECTOR_NRM2 ? bdf::nrm2<G, nrm2_chunk<T>(G)>(g, n, xv, x.inc, work)
+                                    : bdf::asum(g, n, xv, x.inc, work);
       if (g.rank == 0) static_cast<R*>(out)[b] = r;
     } else if constexpr (op == VECTOR_IAMAX) {
       const int i = bdf::iamax(g, n, xv, x.inc, work);

@@ -28,7 +28,7 @@ _NRM2, _ASUM, _IAMAX, _DOT, _DOTC = range(5)   # vector_reduce_kernel's op
 
 @dataclass(frozen=True)
 class VectorSetting:
-    """Threads per vector: 4 or 8 (short vectors, several per warp), 32 or 256."""
+    """Threads per vector: 2, 4 or 8 (short vectors, several per warp), 32 or 256."""
 
     group: int
 
@@ -44,7 +44,7 @@ class VectorSetting:
         return f"vector{self.group}"
 
 
-VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256), VectorSetting(4))
+VECTOR_SETTINGS = (VectorSetting(8), VectorSetting(32), VectorSetting(256), VectorSetting(4), VectorSetting(2))
 
 
 # nrm2, dot and dotc keep 8 lanes a vector while a vector's reads (x, and y for the
@@ -63,13 +63,22 @@ SMALL_GROUP_BYTES = 800
 # against 100.0; DDOT 10 61.1 against 64.8, 16 99.6 against 98.0; SDOT 24 73.2 against
 # 82.3; ZDOT 4 50.3 against 66.1, 8 100.3 against 92.5.
 TINY_GROUP_BYTES = 192
+# ... and nrm2 (not the dots) 2 lanes up to this many bytes: sixteen vectors a warp,
+# each lane's loads still issued together.  H100, 10^6 vectors (session 70, before
+# nrm2's eight-block bounds): DNRM2 10 32.4 us against 38.8 (4 lanes; cupy 95.5), CNRM2
+# 10 31.4 against 43.4; DDOT 10 61.9 against 61.1 (no gain for the dots).
+PAIR_GROUP_BYTES = 96
 
 
-def choose_vector_setting(n: int, count: int, multiprocessors: int = 132, read_bytes: int = 0) -> VectorSetting:
+def choose_vector_setting(n: int, count: int, multiprocessors: int = 132, read_bytes: int = 0,
+                          nrm2: bool = False) -> VectorSetting:
     """For nrm2 and the dots (``read_bytes``, the bytes a vector's reads take: the
-    measured ones), 4 lanes up to TINY_GROUP_BYTES and 8 up to SMALL_GROUP_BYTES;
-    otherwise 8 lanes up to 16 elements.  A block per vector only for few long vectors
-    (too few vectors to give every SM several warps); a warp otherwise."""
+    measured ones), nrm2 2 lanes up to PAIR_GROUP_BYTES, 4 lanes up to TINY_GROUP_BYTES
+    and 8 up to SMALL_GROUP_BYTES; otherwise 8 lanes up to 16 elements.  A block per
+    vector only for few long vectors (too few vectors to give every SM several warps); a
+    warp otherwise."""
+    if nrm2 and 0 < read_bytes <= PAIR_GROUP_BYTES:
+        return VECTOR_SETTINGS[4]
     if 0 < read_bytes <= TINY_GROUP_BYTES:
         return VECTOR_SETTINGS[3]
     if n <= 16 or 0 < read_bytes <= SMALL_GROUP_BYTES:
@@ -158,7 +167,7 @@ def _reduce(op, named, setting):
         y = vs[1] if len(vs) > 1 else x
         measured = op in (_NRM2, _DOT, _DOTC)  # SMALL_GROUP_BYTES was measured on these
         read_bytes = n * np.dtype(dtype).itemsize * len(arrays) if measured else 0
-        setting = setting or choose_vector_setting(n, count, multiprocessor_count(), read_bytes)
+        setting = setting or choose_vector_setting(n, count, multiprocessor_count(), read_bytes, op == _NRM2)
         kernel = build.get_kernel(SOURCE, _reduce_name(dtype, setting, op))
         kernel((ln.grid_for(count, setting.groups_per_block),), (setting.block_threads,),
                (ln.pack("UniformVector", x.base, x.stride, x.inc), ln.pack("UniformVector", y.base, y.stride, y.inc),

@@ -326,23 +326,38 @@ def section_trsv():
         bt.trsv(bt.PointerBatch([rand((40, 40), dtype) + 80 * cp.eye(40, dtype=dtype) for _ in range(33)]),
                 rand((33, 40), dtype))
         checks += 2
-        for n in (0, 1, 31, 33):
-            for batch in (1, 3) if race else (1, 65537):
-                x, y = rand((batch, n), dtype), rand((batch, n), dtype, offset=3)
-                for s in bt.VECTOR_SETTINGS:
-                    for fn in (bt.nrm2, bt.asum, bt.iamax):
-                        fn(x, setting=s)
-                    bt.dot(x, y, setting=s)
-                    bt.dotc(x, y, setting=s)
-                    bt.scal(rand((batch,), dtype), x, setting=s)
-                    bt.axpy(2.0, x, y, setting=s)
-                    checks += 7
-            # nrm2's second pass (Blue's accumulators): entries past the mid range
-            huge, tiny = (1e300, 1e-300) if np.finfo(dtype).dtype == np.float64 else (1e30, 1e-30)
-            x = rand((3, n), dtype) * cp.asarray([1.0, huge, tiny], dtype=dtype)[:, None]
+        _vector_calls(dtype)
+
+
+def _vector_calls(dtype):
+    # every VectorSetting forced on vectors of length 0/1/31/33 (the 2-lane group's float
+    # nrm2 and its 16-byte pieces' head: 10 and 12 at offsets 0..3 elements), batch 1 and
+    # 65,537, y misaligned; nrm2's second pass (Blue's accumulators) on entries past the
+    # mid range
+    global checks
+    for n in (0, 1, 10, 12, 31, 33):
+        for batch in (1, 3) if race else (1, 65537):
+            x, y = rand((batch, n), dtype), rand((batch, n), dtype, offset=3)
+            for s in bt.VECTOR_SETTINGS:
+                for fn in (bt.nrm2, bt.asum, bt.iamax):
+                    fn(x, setting=s)
+                bt.dot(x, y, setting=s)
+                bt.dotc(x, y, setting=s)
+                bt.scal(rand((batch,), dtype), x, setting=s)
+                bt.axpy(2.0, x, y, setting=s)
+                checks += 7
+        huge, tiny = (1e300, 1e-300) if np.finfo(dtype).dtype == np.float64 else (1e30, 1e-30)
+        for offset in range(4):
+            x = rand((3, n), dtype, offset=offset) * cp.asarray([1.0, huge, tiny], dtype=dtype)[:, None]
             for s in bt.VECTOR_SETTINGS:
                 bt.nrm2(x, setting=s)
                 checks += 1
+
+
+def section_vector():
+    # the BLAS-1 vector kernels alone (section_trsv runs the same calls)
+    for dtype in (np.float32, np.complex128) if race or quick else bt.SUPPORTED_DTYPES:
+        _vector_calls(dtype)
 
 
 def spd(batch, n, dtype):
@@ -818,7 +833,7 @@ SECTIONS = {"blas": section_blas, "kblas": section_kblas, "mgpu": section_mgpu, 
 PARTS = {"lu_tiles": section_lu_tiles, "lu_regs": section_lu_regs, "lu_blocks": section_lu_blocks,
          "lu_pipeline": section_lu_pipeline, "lu_panels": section_lu_panels,
          "cholesky_blocked": section_cholesky_blocked,
-         "gebrd_lanes": section_gebrd_lanes, "gebrd_cluster": section_gebrd_cluster}
+         "gebrd_lanes": section_gebrd_lanes, "gebrd_cluster": section_gebrd_cluster, "vector": section_vector}
 only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), list(SECTIONS))
 for name in only:
     (SECTIONS.get(name) or PARTS[name])()
