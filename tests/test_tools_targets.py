@@ -62,3 +62,27 @@ def test_committed_results_evaluate(capsys):
         found = targets.main(["--results", str(folder)])
         assert all(isinstance(e["met"], bool) for e in found if e["measured"])
     assert "issue 7" in capsys.readouterr().out
+
+
+def test_missed_ratios_weighed_against_reading_the_bytes_once(tmp_path):
+    # read ceiling 4500 GB/s (write()): 45 MB read once takes 10 us
+    write(tmp_path, "kblas", [
+        # the peer 11 us: at most 1.1x -> 1.3x out of reach
+        row("symv", "float32", 16384, 11e-6, trans="L", bytes=45_000_000, speedup=1.0, best_peer_s=11e-6),
+        # the peer 20 us: 2x reachable, missed all the same
+        row("symv", "float32", 8192, 20e-6, trans="L", bytes=45_000_000, speedup=1.0, best_peer_s=20e-6),
+        # a measured read floor (8 us) takes the ceiling's place: 11 / 8 = 1.375 reachable
+        row("hemv", "complex64", 4096, 11e-6, trans="L", bytes=45_000_000, speedup=1.0, best_peer_s=11e-6,
+            floor_s=8e-6),
+    ])
+    # nrm2 against cupy's time (its own peer, not the best): 25 us over 10 us
+    write(tmp_path, "vector", [row("vector", "float64", 1000, 30e-6, trans="nrm2", bytes=45_000_000,
+                                   best_peer_s=1e-6, peers={"cupy": 25e-6})])
+    found = targets.evaluate(tmp_path)
+    symv = by_case(found, "SSYMV/CHEMV")
+    assert symv["symv float32 L 16384"]["out_of_reach"] and abs(symv["symv float32 L 16384"]["bound"] - 1.1) < 1e-9
+    assert not symv["symv float32 L 8192"]["out_of_reach"] and not symv["symv float32 L 8192"]["met"]
+    assert not symv["hemv complex64 L 4096"]["out_of_reach"]
+    assert abs(symv["hemv complex64 L 4096"]["bound"] - 11 / 8) < 1e-9
+    nrm2 = by_case(found, "nrm2: >= 3x")["vector float64 nrm2 1000"]
+    assert not nrm2["met"] and nrm2["out_of_reach"] and abs(nrm2["bound"] - 2.5) < 1e-9
