@@ -3,7 +3,8 @@
 Cases: (10^6, n) C-ordered float64 (and float32 at n = 100, 1000) arrays,
 n in {10, 33, 64, 100, 256, 1000}; ``trans`` holds the routine ('nrm2' or
 'dot'), ``n`` the length.  Bytes: the vectors read once and one value written
-per vector.  Peers: ``cupy`` = cupy.linalg.norm(x, axis=-1) for nrm2 and
+per vector.  ``floor_s``: harness.read_floor of the case's bytes (at most 256 MiB).
+Peers: ``cupy`` = cupy.linalg.norm(x, axis=-1) for nrm2 and
 cupy.einsum('ij,ij->i', x, y) for dot; ``torch`` = torch.linalg.vector_norm /
 torch.linalg.vecdot (left out without PyTorch).
 
@@ -83,8 +84,11 @@ def peer_torch(c: Case, d: dict):
 
 
 def main(argv=None, print_table: bool = True) -> list:
+    # floor: the read floor of the cases of at most 256 MiB (lengths 10 and 33), so that
+    # tools/targets.py can tell how much of cupy's time a single read of the vectors leaves
     return harness.script_main("vector", "Batched nrm2/dot benchmark", argv, peers={"cupy": peer_cupy},
-                               torch_peer=peer_torch, traffic_fn=traffic, all_cases=all_cases, quick_cases=quick_cases, ours=ours, build=build, print_table=print_table)
+                               torch_peer=peer_torch, traffic_fn=traffic, all_cases=all_cases,
+                               quick_cases=quick_cases, ours=ours, build=build, print_table=print_table, floor=True)
 
 if __name__ == "__main__":
     main()
