@@ -15,14 +15,17 @@
 
 __host__ __device__ constexpr int vector_block_threads(int group) { return group > 32 ? group : 256; }
 
-// Blocks an SM nrm2 is held to (256 threads each).  Eight (32 registers, every thread
-// slot of an SM) where its loop fits them without spilling: groups of two lanes, and
-// groups of four or eight for 8- and 16-byte types; six (40 registers) otherwise (float
-// took 63 uncapped, and in groups of four or eight spills 56 bytes at 32).  Short
-// vectors are latency-bound: more resident warps keep more loads in flight.
+// Blocks an SM nrm2 is held to (256 threads each): six (40 registers; float took 63
+// uncapped), and eight (32 registers, every thread slot of an SM) for 8-lane groups of
+// 8-byte types, the one case where more resident warps paid.  H100, 10^6 vectors, eight
+// blocks against six (session 71): DNRM2 33 in eights 98.1 us against 106.5, CNRM2 33
+// 100.8-105.2 against 107.5; DNRM2 64 in eights and 16/33 in fours level; pairs mixed
+// (SNRM2 10 24.5 against 25.5, SNRM2 16 29.0 against 27.5, DNRM2 12 39.6 against 38.1);
+// ZNRM2 10 in fours 67.4 against 62.4.  Float in groups of four or eight spills 56 bytes
+// at 32 registers.
 template <typename T>
 __host__ __device__ constexpr int nrm2_min_blocks(int group) {
-  return group <= 2 || (group <= 8 && sizeof(T) >= 8) ? 8 : 6;
+  return group == 8 && sizeof(T) == 8 ? 8 : 6;
 }
 
 // Entries an nrm2 lane loads at a time: 0 (bdf::nrm2's 16-byte pieces where the vector

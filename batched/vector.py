@@ -64,10 +64,13 @@ SMALL_GROUP_BYTES = 800
 # 82.3; ZDOT 4 50.3 against 66.1, 8 100.3 against 92.5.
 TINY_GROUP_BYTES = 192
 # ... and nrm2 (not the dots) 2 lanes up to this many bytes: sixteen vectors a warp,
-# each lane's loads still issued together.  H100, 10^6 vectors (session 70, before
-# nrm2's eight-block bounds): DNRM2 10 32.4 us against 38.8 (4 lanes; cupy 95.5), CNRM2
-# 10 31.4 against 43.4; DDOT 10 61.9 against 61.1 (no gain for the dots).
-PAIR_GROUP_BYTES = 96
+# each lane's loads still issued together.  H100, 10^6 vectors, 2 against 4 lanes
+# (session 71, scratch A/B): DNRM2 4 19.7 us against 34.5, 10 32.4 against 36.1 (cupy
+# 95.8), 12 (96 bytes) 39.9 against 38.9; SNRM2 10 24.6 against 49.7, 16 28.9 against
+# 41.8, 24 (96 bytes) 47.4 against 43.6; CNRM2 10 31.7 against 42.0, 12 40.8 against
+# 42.3; ZNRM2 4 32.2 against 33.1, 8 56.3 against 51.5.  Session 70: DDOT 10 61.9
+# against 61.1 (no gain for the dots).
+PAIR_GROUP_BYTES = 80
 
 
 def choose_vector_setting(n: int, count: int, multiprocessors: int = 132, read_bytes: int = 0,

@@ -264,7 +264,7 @@ def test_chooser_pairs_short_nrm2_only():
     from batched.vector import PAIR_GROUP_BYTES, TINY_GROUP_BYTES, choose_vector_setting
     pair, four, eight = bt.VectorSetting(2), bt.VectorSetting(4), bt.VectorSetting(8)
     assert choose_vector_setting(10, 10**6, 132, 80, nrm2=True) == pair
-    assert choose_vector_setting(12, 10**6, 132, PAIR_GROUP_BYTES, nrm2=True) == pair
-    assert choose_vector_setting(13, 10**6, 132, PAIR_GROUP_BYTES + 8, nrm2=True) == four
+    assert choose_vector_setting(10, 10**6, 132, PAIR_GROUP_BYTES, nrm2=True) == pair
+    assert choose_vector_setting(11, 10**6, 132, PAIR_GROUP_BYTES + 8, nrm2=True) == four
     assert choose_vector_setting(5, 10**6, 132, 80) == four
     assert choose_vector_setting(33, 10**6, 132, TINY_GROUP_BYTES + 72, nrm2=True) == eight
