@@ -86,3 +86,15 @@ def test_missed_ratios_weighed_against_reading_the_bytes_once(tmp_path):
     assert abs(symv["hemv complex64 L 4096"]["bound"] - 11 / 8) < 1e-9
     nrm2 = by_case(found, "nrm2: >= 3x")["vector float64 nrm2 1000"]
     assert not nrm2["met"] and nrm2["out_of_reach"] and abs(nrm2["bound"] - 2.5) < 1e-9
+
+
+def test_trsv_bandwidth_weighed_against_reading_the_rows_in_place(tmp_path):
+    # float64 8 x 8: every 64-byte row whole (512 B) plus b and x (128 B) for 416 counted:
+    # at 3000 GB/s of copy at most 1950 GB/s; float32 64 x 64 is far from its cap
+    write(tmp_path, "trsv", [row("trsv", "float64", 8, 1e-4, trans="UT", gbps=1900.0),
+                             row("trsv", "float32", 64, 1e-4, trans="LN", gbps=1500.0)], copy_gbps=3000.0)
+    found = by_case(targets.evaluate(tmp_path), "DTRSV/STRSV n 8-256: effective")
+    small = found["trsv float64 UT 8"]
+    assert small["out_of_reach"] and abs(small["bound"] - 3000 * 416 / 640) < 1e-9
+    big = found["trsv float32 LN 64"]
+    assert not big["met"] and not big["out_of_reach"] and big["bound"] > 2000

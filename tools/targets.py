@@ -21,7 +21,13 @@ time over the least time that reads the row's counted bytes once, which is the r
 ``floor_s`` where the bench measured one (``harness.read_floor``: one launch, the case's
 operand rotation) and otherwise the bytes at the file's read-only ceiling (``read_gbps``).
 Where that bound is below the threshold the row says "out of reach" with the bound: no
-design that reads its operands once can meet the target there.
+design that reads its operands once can meet the target there.  TRSV's effective
+bandwidth (issue 4) is weighed against the least DRAM traffic of a kernel that reads the
+bench's C-ordered matrices in place: DRAM moves 64-byte pieces, so each row of the
+stored triangle costs every piece it touches (a row of at most 64 bytes its whole
+piece, the other triangle's part included), plus b and x; the file's copy bandwidth times
+counted over those bytes is the most such a kernel can show (session 34's ncu
+measurement, trsv_dram.json, found the default kernels at that traffic to 1-2 %).
 
 Usage: python3 tools/targets.py [--gpu NVIDIA_H200] [--results DIR] [--missed]
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -78,9 +85,36 @@ def _peer_s(target: "Target", row: dict) -> float | None:
     return row.get("peers", {}).get(name) if name else None
 
 
+_ITEM = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
+
+
+def trsv_in_place_cap(row: dict, doc: dict) -> float | None:
+    """GB/s at most for a TRSV row (C-ordered contiguous matrices, one right-hand side)
+    by a kernel that reads the triangle in place: the file's copy bandwidth times the
+    counted bytes over the DRAM bytes (whole 64-byte pieces of the triangle's rows, b, x)."""
+    if row.get("routine") != "trsv" or not doc.get("copy_gbps") or row.get("dtype") not in _ITEM:
+        return None
+    n, item, lower = row["n"], _ITEM[row["dtype"]], str(row.get("trans", "L")).startswith("L")
+    size = n * n * item
+    period = 64 // math.gcd(size, 64)   # matrices until the pieces repeat
+    pieces = set()
+    for k in range(period):
+        for i in range(n):
+            lo, hi = (0, i + 1) if lower else (i, n)
+            first, last = k * size + (i * n + lo) * item, k * size + (i * n + hi) * item - 1
+            pieces.update(range(first // 64, last // 64 + 1))
+    dram = len(pieces) * 64 / period + 2 * n * item
+    counted = (n * (n + 1) // 2 + 2 * n) * item
+    return doc["copy_gbps"] * counted / dram
+
+
 def reach_bound(target: "Target", row: dict, doc: dict) -> float | None:
-    """The largest ratio to the peer that a kernel reading the row's counted bytes once
-    could show: peer time over ``floor_s``, else over the bytes at ``read_gbps``."""
+    """The most the row could show: for a ratio target, the largest ratio to the peer
+    that a kernel reading the row's counted bytes once could show (peer time over
+    ``floor_s``, else over the bytes at ``read_gbps``); for TRSV's bandwidth, the cap
+    that reading the matrices in place puts on it (trsv_in_place_cap)."""
+    if target.figure is _gbps:
+        return trsv_in_place_cap(row, doc)
     peer = _peer_s(target, row)
     if not peer:
         return None
@@ -213,8 +247,11 @@ def main(argv=None) -> list[dict]:
                   + (f" ({beyond} of the missed out of reach)" if beyond else ""))
         if e["measured"] and not (args.missed and e["met"]):
             fig = f"{e['figure']:.0f}" if e["unit"] == "GB/s" else f"{e['figure']:.2f}"
-            reach = (f"; out of reach: reading the bytes once allows {e['bound']:.2f} x"
-                     if not e["met"] and e["out_of_reach"] else "")
+            if not e["met"] and e["out_of_reach"]:
+                reach = (f"; out of reach: reading the rows in place caps it at {e['bound']:.0f} GB/s" if e["unit"] == "GB/s"
+                         else f"; out of reach: reading the bytes once allows {e['bound']:.2f} x")
+            else:
+                reach = ""
             print(f"  {'met   ' if e['met'] else 'MISSED'} {e['case']:<40} {fig:>8} {e['unit']} "
                   f"(target {e['threshold']:g}{reach})")
     return found
