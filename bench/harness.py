@@ -525,6 +525,8 @@ def parse_args(argv, description: str, sweep: bool = True):
     p.add_argument("--layout", action="append", help="only these layouts (repeatable)")
     p.add_argument("--size", action="append", type=int,
                    help="only cases whose largest of m, n is this (repeatable)")
+    p.add_argument("--trans", action="append",
+                   help="only cases of this trans field, e.g. LN for TRSV or UV for svd (repeatable)")
     p.add_argument("--results-dir", type=Path, default=None,
                    help=f"where <gpu>/<routine>.json goes (default {RESULTS})")
     args = p.parse_args(argv)
@@ -536,7 +538,8 @@ def parse_args(argv, description: str, sweep: bool = True):
 def select(cases, args):
     return [c for c in cases if (not args.dtype or c.dtype in args.dtype)
             and (not args.layout or c.layout in args.layout)
-            and (not getattr(args, "size", None) or max(c.m, c.n) in args.size)]
+            and (not getattr(args, "size", None) or max(c.m, c.n) in args.size)
+            and (not getattr(args, "trans", None) or c.trans in args.trans)]
 
 
 def dry_run(routine: str, cases, traffic_fn=traffic) -> list:
