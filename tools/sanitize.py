@@ -8,8 +8,8 @@ start one element into a buffer); beta = 0 with an uninitialized y; every
 registered setting forced once; the three layouts.  ``--only=blas,trsv,cholesky``
 runs some sections (default all), each followed by a synchronize and a line; the LU
 section's parts (``lu_tiles``, ``lu_regs``, ``lu_blocks``, ``lu_pipeline``) and the
-Cholesky section's blocked settings (``cholesky_blocked``) run alone the same way, for
-racecheck within one device call.
+Cholesky section's blocked settings (``cholesky_blocked``) and the trsv section's BLAS-1
+vector calls (``vector``) run alone the same way, for racecheck within one device call.
 """
 
 import itertools
@@ -330,10 +330,10 @@ def section_trsv():
 
 
 def _vector_calls(dtype):
-    # every VectorSetting forced on vectors of length 0/1/31/33 (the 2-lane group's float
-    # nrm2 and its 16-byte pieces' head: 10 and 12 at offsets 0..3 elements), batch 1 and
-    # 65,537, y misaligned; nrm2's second pass (Blue's accumulators) on entries past the
-    # mid range
+    # every VectorSetting forced on vectors of length 0/1/10/12/31/33 (10 and 12: the
+    # 2-lane group's lengths), batch 1 and 65,537, x one element and y three into their
+    # buffers; then nrm2's second pass (Blue's accumulators, entries past the mid range)
+    # at offsets 0-3 elements (every head before the first 16-byte boundary)
     global checks
     for n in (0, 1, 10, 12, 31, 33):
         for batch in (1, 3) if race else (1, 65537):
