@@ -27,7 +27,7 @@ bench's C-ordered matrices in place: DRAM moves 64-byte pieces, so each row of t
 stored triangle costs every piece it touches (a row of at most 64 bytes its whole
 piece, the other triangle's part included), plus b and x; the file's copy bandwidth times
 counted over those bytes is the most such a kernel can show (session 34's ncu
-measurement, trsv_dram.json, found the default kernels at that traffic to 1-2 %).
+measurement, trsv_dram.json, found the default kernels at that traffic to 1-3 %).
 
 Usage: python3 tools/targets.py [--gpu NVIDIA_H200] [--results DIR] [--missed]
 """
@@ -40,6 +40,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -85,16 +87,13 @@ def _peer_s(target: "Target", row: dict) -> float | None:
     return row.get("peers", {}).get(name) if name else None
 
 
-_ITEM = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
-
-
 def trsv_in_place_cap(row: dict, doc: dict) -> float | None:
     """GB/s at most for a TRSV row (C-ordered contiguous matrices, one right-hand side)
     by a kernel that reads the triangle in place: the file's copy bandwidth times the
     counted bytes over the DRAM bytes (whole 64-byte pieces of the triangle's rows, b, x)."""
-    if row.get("routine") != "trsv" or not doc.get("copy_gbps") or row.get("dtype") not in _ITEM:
+    if row.get("routine") != "trsv" or not doc.get("copy_gbps"):
         return None
-    n, item, lower = row["n"], _ITEM[row["dtype"]], str(row.get("trans", "L")).startswith("L")
+    n, item, lower = row["n"], np.dtype(row["dtype"]).itemsize, str(row.get("trans", "L")).startswith("L")
     size = n * n * item
     period = 64 // math.gcd(size, 64)   # matrices until the pieces repeat
     pieces = set()
