@@ -12,7 +12,9 @@ the default is the pipelined design (``trsv32x{2,4,8}pipe``, ``bt.pipelined_trsv
 the design that was the default before it (``choose_trsv_setting(..., pipelined=False)``)
 is timed beside.  Up to 16 unknowns the thread design (``trsv_thread``, a thread per solve)
 is timed beside the default, or where the default is that design (THREAD_WINS), the
-single tile it replaced (the chooser without the element type).
+single tile it replaced (the chooser without the element type).  At 16, 32 and 64 the
+staged design (``trsv32x1staged``, the copy engine staging each matrix into shared
+memory ahead of its solve; opt-in until measured) is timed beside the default.
 
 Bytes count the triangle n(n+1)/2 plus b read and x written; flops n^2 per solve.
 Peers: ``torch`` = torch.linalg.solve_triangular(A or A^T, b[..., None])
@@ -35,10 +37,12 @@ if __package__ in (None, ""):
 import batched as bt  # noqa: E402
 from bench import harness  # noqa: E402
 from bench.harness import Case, NotApplicable, Operands  # noqa: E402
-from batched.factorizations.settings import THREAD_MAX, THREAD_WINS, TRSV_THREAD, choose_trsv_setting  # noqa: E402
+from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, TRSV_STAGED, TRSV_THREAD,  # noqa: E402
+                                             choose_trsv_setting)
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 DESIGNS = (bt.TrsvSetting(32, 4), bt.TrsvSetting(32, 4, window=256))
+STAGED_SIZES = (16, 32, 64)
 
 
 def case(dtype, trans, n, setting=None) -> Case:
@@ -71,6 +75,8 @@ def all_cases() -> list[Case]:
     cases += [case(dt, tr, n, TRSV_THREAD if n not in THREAD_WINS[np.dtype(dt).char] else
                    untyped_default(dt, tr, n))
               for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT") for n in SIZES if n <= THREAD_MAX]
+    cases += [case(dt, tr, n, TRSV_STAGED) for dt in ("float64", "float32") for tr in ("LN", "LT", "UN", "UT")
+              for n in STAGED_SIZES]
     return cases
 
 

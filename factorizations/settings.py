@@ -10,6 +10,9 @@ Diagonal tiles are min(DIM_X * DIM_Y, 32) wide, solved by one warp.
 matrix, one 32-unknown tile a warp, rounds of DIM_Y tiles (trsv_pipeline_kernel).
 ``thread`` (1 x 1) is the thread design: a thread per solve, the matrix in its registers
 a column at a time, up to THREAD_MAX unknowns (trsv_thread_kernel).
+``staged`` (32 x 1) is the staged design: a warp per solve, each matrix's stored triangle
+copied into shared memory by the copy engine while the warp solves the one before, up to
+STAGED_MAX unknowns (trsv_staged_kernel).
 """
 
 from __future__ import annotations
@@ -25,19 +28,41 @@ SOFT_SMEM = 48 * 1024    # keep blocks under this when possible: several blocks 
 THREAD_BLOCK = 128       # trsv_thread_kernel's __launch_bounds__
 THREAD_NB = (8, 16)      # its instantiations' NB: the smallest that holds n_max
 THREAD_MAX = THREAD_NB[-1]
+STAGED_MAX = 64          # TRSV_STAGED_MAX in trsv.cu: a warp's b in two registers a lane
+STAGED_WARPS = 4         # trsv_staged_kernel's __launch_bounds__ (128 threads)
+
+
+def staged_ld(n: int, itemsize: int) -> int:
+    """Elements between the columns of a staged buffer (trsv_staged_ld in trsv.cu): n
+    elements rounded up to an odd number of 16-byte units, so a warp's 16-byte reads of
+    32 columns meet no bank conflict."""
+    return ((n * itemsize + 15) // 16 | 1) * 16 // itemsize
+
+
+def staged_warp_bytes(n: int, itemsize: int) -> int:
+    """Shared memory of one warp of the staged design (trsv_staged_warp_bytes): two
+    mbarriers, two buffers of n columns, and the solution."""
+    return 16 + 2 * n * staged_ld(n, itemsize) * itemsize + -(-n * itemsize // 16) * 16
 
 
 @dataclass(frozen=True)
 class TrsvSetting:
     """DIM_X x DIM_Y threads per solve; ``window`` 0 = blocked, > 0 = recursive with that
     cap; ``pipelined``: a warp per 32-unknown tile (DIM_X = 32, window 0); ``thread``:
-    one thread per solve (1 x 1), n <= THREAD_MAX."""
+    one thread per solve (1 x 1), n <= THREAD_MAX; ``staged``: a warp per solve from
+    shared memory (32 x 1), n <= STAGED_MAX."""
 
     dim_x: int
     dim_y: int
     window: int = 0
     pipelined: bool = False
     thread: bool = False
+    staged: bool = False
+
+    @property
+    def max_unknowns(self) -> int | None:
+        """The largest n the setting takes (a ValueError past it), None for any."""
+        return THREAD_MAX if self.thread else STAGED_MAX if self.staged else None
 
     @property
     def group_threads(self) -> int:
@@ -60,7 +85,7 @@ class TrsvSetting:
         (trsv_tile_kernel<..., W = group_threads>: the tile in registers, no shared
         memory)?  A group of at most 32 lanes, the blocked design, n_max <= the group."""
         return (self.group_threads <= 32 and not self.window and not self.pipelined and not self.thread
-                and n_max <= self.group_threads)
+                and not self.staged and n_max <= self.group_threads)
 
     def thread_nb(self, n_max: int) -> int:
         """The thread design's instantiation (NB) for matrices up to n_max; a ValueError
@@ -75,7 +100,10 @@ class TrsvSetting:
         return self.window if self.window else n_max
 
     def group_bytes(self, n_max: int, itemsize: int) -> int:
-        """Shared memory of one group; the same sum as trsv_kernel's ``group_bytes``."""
+        """Shared memory of one group; the same sum as trsv_kernel's ``group_bytes``
+        (trsv_staged_warp_bytes for the staged design)."""
+        if self.staged:
+            return staged_warp_bytes(n_max, itemsize)
         work = self.group_threads * GEMV_UNROLL if self.group_threads > 32 and not self.pipelined else 0
         return -(-((self.xlen(n_max) + work) * itemsize + 4) // 16) * 16
 
@@ -85,7 +113,8 @@ class TrsvSetting:
     def __str__(self) -> str:
         if self.thread:
             return "trsv_thread"
-        kind = f"rec{self.window}" if self.window else "pipe" if self.pipelined else "blocked"
+        kind = (f"rec{self.window}" if self.window else "pipe" if self.pipelined else "staged" if self.staged
+                else "blocked")
         return f"trsv{self.dim_x}x{self.dim_y}{kind}"
 
 
@@ -99,10 +128,13 @@ TRSV_SETTINGS = (
     TrsvSetting(32, 4), TrsvSetting(32, 4, window=256), TrsvSetting(32, 8, window=256),
     # a warp per 32-unknown tile, 2, 4 or 8 tiles a round
     TrsvSetting(32, 2, pipelined=True), TrsvSetting(32, 4, pipelined=True), TrsvSetting(32, 8, pipelined=True),
+    # a warp per solve from shared memory, copied ahead by the copy engine, up to STAGED_MAX unknowns
+    TrsvSetting(32, 1, staged=True),
     # a thread per solve, up to THREAD_MAX unknowns
     TrsvSetting(1, 1, thread=True),
 )
 TRSV_THREAD = TRSV_SETTINGS[-1]
+TRSV_STAGED = TRSV_SETTINGS[-2]
 
 
 # The pipelined design's measured range (session 33; A/B on an H100, C-ordered DTRSV and
@@ -194,6 +226,9 @@ def choose_trsv_setting(n: int, count: int = 1, multiprocessors: int = 132, *, t
     Cholesky test suspected before passed with either default.  Below the pipelined
     range and past 1024 the designs above; ``pipelined=False`` gives them everywhere
     (the default before session 34, which bench/trsv.py times beside).
+
+    The staged design (TRSV_STAGED, session 72) is never chosen: built and compile-checked
+    without a GPU, it waits for its first measurement (bench/trsv.py times it at 16-64).
     """
     if thread_wins(n, uniform_dtype):
         return TRSV_THREAD
@@ -245,6 +280,12 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
     if setting.single_tile(n_max):
         groups = BLOCK_SUBWARP // setting.group_threads
         return TrsvPlan(grid_for(items, groups), BLOCK_SUBWARP, 0, groups, 0)
+    if setting.staged:   # a warp a solve, up to STAGED_WARPS a block (the launch keeps them resident)
+        if n_max > STAGED_MAX:
+            raise ValueError(f"setting {setting} solves at most {STAGED_MAX} unknowns a matrix, got n = {n_max}")
+        per_warp = setting.group_bytes(n_max, itemsize)
+        groups = max(1, min(STAGED_WARPS, smem_limit // per_warp))
+        return TrsvPlan(grid_for(items, groups), 32 * groups, groups * per_warp, groups, n_max)
     per_group = setting.group_bytes(n_max, itemsize)
     if per_group > smem_limit:
         raise ValueError(f"setting {setting} needs {per_group} bytes of shared memory for n = {n_max} "

@@ -378,3 +378,189 @@ trsv_pipeline_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int
     }
   }
 }
+
+// Staged design (TrsvSetting(32, 1, staged=True)): one warp per work item, the grid cut to
+// the warps the GPU holds at once, each warp walking its items with two buffers in shared
+// memory: while it solves item k from one, the stored triangle of item k + 1 lands in the
+// other, copied by the SM's copy engine (bdf::bulk_copy_to_shared, a run a stored column,
+// in whole 16-byte pieces), so the warp's issue slots go to the solve alone.  Why: the
+// one-warp designs read their rows of op(A) straight from global memory and keep one
+// matrix's loads in flight a warp; C-ordered 'N' (a transposing op) ran at 0.58-0.73 of
+// what reading the triangles in place allows on the H100 (tools/targets.py).  A per-lane
+// copy staged ahead (session 67) cost the warp as many issue slots as the solve.
+// From the buffer the warp solves tile by tile (32 unknowns in solve order): the solved
+// unknowns' products from the buffer (a lane's row of op(A): a stored column read in
+// 16-byte pieces, or a stored row read across the lanes) and x from sx, then the diagonal
+// tile by bdf::trsv_tile_regs.  The buffer's columns are ld = trsv_staged_ld apart, an odd
+// number of 16-byte units, so a warp's 16-byte reads of 32 columns meet no bank conflict.
+// Without sm_90, or for a batch whose columns are not 16-byte aligned or whose n is not a
+// whole number of pieces (the pointer and variable layouts always), the warp copies by
+// loads instead (the same buffers, no overlap).  n <= TRSV_STAGED_MAX (the tiles' b in
+// registers); xlen = the largest n of the launch, which sets the buffers' size.
+#include "bulk_copy.cuh"
+
+#define TRSV_STAGED_MAX 64
+
+// Elements between a staged buffer's columns: n x item bytes rounded up to an odd number
+// of 16-byte units (settings.py's staged_ld is the host's copy of this formula).
+__host__ __device__ constexpr int trsv_staged_ld(int n, int item) {
+  return ((n * item + 15) / 16 | 1) * 16 / item;
+}
+// Shared memory of one warp: two mbarriers (16 bytes), two buffers of n columns, and sx.
+__host__ __device__ constexpr long long trsv_staged_buffer_bytes(int n, int item) {
+  return (long long)n * trsv_staged_ld(n, item) * item;
+}
+__host__ __device__ constexpr long long trsv_staged_warp_bytes(int n, int item) {
+  return 16 + 2 * trsv_staged_buffer_bytes(n, item) + ((long long)n * item + 15) / 16 * 16;
+}
+
+template <class MatA, class Vec>
+__global__ void __launch_bounds__(128)
+trsv_staged_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* info, int flags, long long count,
+                   int nrhs, int xlen) {
+  using T = typename MatA::value_type;
+  constexpr int ITEM = int(sizeof(T)), V = 16 / ITEM, NT = TRSV_STAGED_MAX / 32;
+  struct alignas(16) Piece { T v[V]; };
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x % 32, warps_here = blockDim.x / 32;
+  const int ld = trsv_staged_ld(xlen, ITEM);
+  const long long buffer_bytes = trsv_staged_buffer_bytes(xlen, ITEM);
+  unsigned char* own = smem + (threadIdx.x / 32) * trsv_staged_warp_bytes(xlen, ITEM);
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(own);
+  T* sx = reinterpret_cast<T*>(own + 16 + 2 * buffer_bytes);
+  const bool lower = flags & TRSV_LOWER, unit = flags & TRSV_UNIT, check = flags & TRSV_CHECK;
+  const int op = (flags >> 4) & 3;
+  const bool forward = bdf::trsv_forward(lower, op), trans = bdf::op_transposes(op), cj = bdf::op_conjugates(op);
+  // whole 16-byte pieces of every column: aligned columns and n a multiple of V (uniform n)
+  const bool bulk = bdf::bulk_copy_supported() && bdf::is_uniform_matrix<MatA>::value && (flags & TRSV_ROWS16) &&
+                    xlen % V == 0;
+  const long long items = count * nrhs, stride = (long long)gridDim.x * warps_here;
+  const long long first = (long long)blockIdx.x * warps_here + threadIdx.x / 32;
+  if (first >= items) return;  // the whole warp
+  if (bulk && lane == 0) {
+    bdf::mbarrier_init(&bars[0], 1);
+    bdf::mbarrier_init(&bars[1], 1);
+  }
+  __syncwarp();
+  auto buffer = [&](long long k) { return reinterpret_cast<T*>(own + 16 + (k & 1) * buffer_bytes); };
+  // The stored triangle of `item`'s matrix into buf: column j's rows [j, n) of a lower
+  // view, [0, j] of an upper one (the bulk copies widen them to whole pieces).
+  auto stage = [&](long long item, T* buf, unsigned long long* bar) {
+    const auto it = trsv_item(A, B, b_col, X, x_col, item, nrhs);
+    if (bulk) {
+      unsigned mine = 0;
+      int r0[NT], r1[NT];
+#pragma unroll
+      for (int h = 0; h < NT; ++h) {
+        const int j = lane + 32 * h;
+        r0[h] = lower ? j / V * V : 0;
+        r1[h] = lower ? it.n : min(it.n, (j / V + 1) * V);
+        if (j < it.n) mine += unsigned(r1[h] - r0[h]) * ITEM;
+      }
+      unsigned total = mine;
+#pragma unroll
+      for (int d = 16; d >= 1; d /= 2) total += __shfl_xor_sync(0xffffffffu, total, d);
+      if (lane == 0) bdf::mbarrier_expect_bytes(bar, total);
+      __syncwarp();
+#pragma unroll
+      for (int h = 0; h < NT; ++h) {
+        const int j = lane + 32 * h;
+        if (j < it.n)
+          bdf::bulk_copy_to_shared(buf + (long long)j * ld + r0[h], it.a + (long long)j * it.lda + r0[h],
+                                   unsigned(r1[h] - r0[h]) * ITEM, bar);
+      }
+    } else {
+      for (int j = 0; j < it.n; ++j) {
+        const int lo = lower ? j : 0, hi = lower ? it.n : j + 1;
+        for (int r = lo + lane; r < hi; r += 32) buf[(long long)j * ld + r] = it.a[r + (long long)j * it.lda];
+      }
+    }
+  };
+  // b of `item` in solve order: y[t] of lane l is the unknown at position 32 t + l.
+  auto load_b = [&](long long item, T (&y)[NT]) {
+    const auto it = trsv_item(A, B, b_col, X, x_col, item, nrhs);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int p = 32 * t + lane;
+      y[t] = p < it.n ? it.bv[(forward ? p : it.n - 1 - p) * B.inc] : T(0);
+    }
+  };
+#pragma unroll 1
+  for (int k0 = 0; k0 < 2; ++k0)
+    if (first + k0 * stride < items) stage(first + k0 * stride, buffer(k0), &bars[k0]);
+  T y_next[NT];
+  load_b(first, y_next);
+  long long k = 0;
+  for (long long item = first; item < items; item += stride, ++k) {
+    const auto [b, c, n, a, lda, bv, xv] = trsv_item(A, B, b_col, X, x_col, item, nrhs);
+    T* buf = buffer(k);
+    T y[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) y[t] = y_next[t];
+    if (item + stride < items) load_b(item + stride, y_next);  // in flight during this solve
+    if (bulk) bdf::mbarrier_wait(&bars[k & 1], unsigned(k >> 1) & 1u);
+    __syncwarp();
+    int zero = 0;
+    if (check && !unit) {
+#pragma unroll
+      for (int t = NT - 1; t >= 0; --t) {  // the first chunk with a zero wins
+        const int i = 32 * t + lane;
+        const unsigned z = __ballot_sync(0xffffffffu, i < n && buf[(long long)i * ld + i] == T(0));
+        if (z) zero = 32 * t + __ffs(z);
+      }
+    }
+    if (check && c == 0 && lane == 0) info[b] = zero;
+    const int tiles = (n + 31) / 32;
+    static_assert(NT == 2, "a tile's b is y[0] or y[1]");
+#pragma unroll 1
+    for (int t = 0; t < tiles; ++t) {  // rolled: one copy of the tile's solve
+      const int p0 = 32 * t, nb = min(32, n - p0);
+      const bool mine = lane < nb;
+      const int row = forward ? p0 + lane : n - 1 - p0 - lane;
+      T yi = bdf::select(t == 0, y[0], y[1]);
+      if (zero) {  // LAPACK's xTRTRS leaves B as it was: X = B
+        if (mine) xv[row * X.inc] = yi;
+        continue;
+      }
+      if (t > 0) {  // the solved unknowns' products: columns [lo, lo + p0) of op(A)
+        const int lo = forward ? 0 : n - p0;
+        const int r = mine ? row : (forward ? p0 : n - 1 - p0);  // a lane past nb reads a real row, unused
+        T acc0 = T(0), acc1 = T(0);
+        if (trans && n % V == 0) {  // row r of op(A) is stored column r: 16-byte pieces
+          const Piece* rp = reinterpret_cast<const Piece*>(buf + (long long)r * ld + lo);
+          for (int q = 0; q < p0 / V; ++q) {
+            const Piece v = rp[q];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+              const T prod = bdf::conj_if(v.v[e], cj) * sx[lo + V * q + e];
+              if (e % 2 == 0) acc0 += prod;
+              else acc1 += prod;
+            }
+          }
+        } else {
+          const long long step = trans ? 1 : ld;
+          const T* rp = buf + (trans ? (long long)r * ld : r) + lo * step;
+          for (int s = 0; s < p0; s += 2) {
+            acc0 += bdf::conj_if(rp[s * step], cj) * sx[lo + s];
+            acc1 += bdf::conj_if(rp[(s + 1) * step], cj) * sx[lo + s + 1];
+          }
+        }
+        yi -= acc0 + acc1;
+      }
+      const int r_lo = forward ? p0 : n - p0 - nb;  // the tile's first row
+      // the tile's rows start on 16-byte boundaries of the buffer when n is whole pieces
+      bdf::trsv_tile_regs<T, 32, true>(lane, nb, buf + r_lo + (long long)r_lo * ld, ld, op, forward, unit, yi,
+                                       n % V == 0);
+      if (mine) {
+        sx[row] = yi;
+        xv[row * X.inc] = yi;
+      }
+      __syncwarp();
+    }
+    if (item + 2 * stride < items) {  // the next-but-one item into the buffer just read
+      __syncwarp();
+      if (bulk) bdf::fence_before_bulk_copy();
+      stage(item + 2 * stride, buf, &bars[k & 1]);
+    }
+  }
+}

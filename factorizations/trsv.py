@@ -29,14 +29,16 @@ _LOWER, _UNIT, _CHECK, _ROWS16, _VECS16 = 1, 2, 4, 8, 64
 
 
 def kernel_name(layout: str, dtype, setting: TrsvSetting) -> str:
-    """The blocked, recursive or pipelined kernel of ``setting`` (the thread design's is
-    thread_kernel_name, its NB chosen by n)."""
+    """The blocked, recursive, pipelined or staged kernel of ``setting`` (the thread
+    design's is thread_kernel_name, its NB chosen by n)."""
     if setting.thread:
         raise ValueError(f"{setting} names no trsv_kernel: see thread_kernel_name")
     mat, vec = ln.LAYOUT_ACCESSORS[layout]
+    operands = f"{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}"
+    if setting.staged:
+        return f"trsv_staged_kernel<{operands}>"
     kernel = "trsv_pipeline_kernel" if setting.pipelined else "trsv_kernel"
-    return (f"{kernel}<{ln.accessor_type(mat, dtype)}, {ln.accessor_type(vec, dtype)}, "
-            f"{setting.template_args()}>")
+    return f"{kernel}<{operands}, {setting.template_args()}>"
 
 
 def tile_kernel_name(layout: str, dtype, lanes: int) -> str:
@@ -95,7 +97,7 @@ def trsv(A, x, *, lower=True, trans="N", unit_diagonal=False, setting=None):
     ------
     TypeError, ValueError
         Bad dtypes, shapes or flags, or a forced setting that cannot take the
-        matrices (the thread design past 16 unknowns), before any work.
+        matrices (the thread design past 16 unknowns, the staged one past 64), before any work.
 
     See Also
     --------
@@ -154,7 +156,7 @@ def solve_triangular(A, B, *, lower=False, trans=0, unit_diagonal=False, check=T
         tuples for more).
     TypeError, ValueError
         Bad dtypes, shapes or flags, or a forced setting that cannot take the
-        matrices (the thread design past 16 unknowns), before any work.
+        matrices (the thread design past 16 unknowns, the staged one past 64), before any work.
 
     See Also
     --------
@@ -277,8 +279,9 @@ def _launch(layout, dtype, setting, view_op, n_max, count, nrhs, args, rows16=Fa
         name = tile_kernel_name(layout, dtype, setting.group_threads)
     else:
         name = kernel_name(layout, dtype, setting)
+    # the staged design's warps walk their items with a pipeline: only resident blocks
     ln.launch_planned(build.get_kernel(SOURCE, name), plan,
-                      (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)))
+                      (*args, np.int64(count), np.int32(nrhs), np.int32(plan.xlen)), resident=setting.staged)
 
 
 def tile_pieces(n: int, itemsize: int) -> bool:

@@ -19,8 +19,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import batched as bt
-from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, TRSV_SETTINGS, TRSV_THREAD, TrsvSetting,
-                                             choose_trsv_setting, plan_trsv)
+from batched.factorizations.settings import (THREAD_MAX, THREAD_WINS, TRSV_SETTINGS, TRSV_STAGED, TRSV_THREAD,
+                                             TrsvSetting, choose_trsv_setting, plan_trsv)
 from conftest import assert_unchanged, gpu_only_setting, poison_pool, rng_for, snapshot, to_np, to_xp
 from residuals import trsv_backward_error
 from strategies import (DTYPES, SETTINGS, TRSV_EDGES, arrange, random_array, triangular,
@@ -33,15 +33,15 @@ GPU_EDGES = (127, 128, 129, 255, 256, 257, 511, 512, 513, 600)
 
 
 def refused(setting, n_max):
-    """A forced thread design refuses matrices past THREAD_MAX unknowns (a ValueError,
-    test_thread_design_refuses_large_matrices); the tests over every setting leave those
-    sizes to the other settings."""
-    return setting is not None and setting.thread and n_max > THREAD_MAX
+    """A forced thread or staged design refuses matrices past its max_unknowns (a
+    ValueError, test_limited_designs_refuse_large_matrices); the tests over every setting
+    leave those sizes to the other settings."""
+    return setting is not None and setting.max_unknowns is not None and n_max > setting.max_unknowns
 
 
 def skip_if_refused(setting, n):
     if refused(setting, n):
-        pytest.skip(f"{setting} refuses n > {THREAD_MAX} (test_thread_design_refuses_large_matrices)")
+        pytest.skip(f"{setting} refuses n > {setting.max_unknowns} (test_limited_designs_refuse_large_matrices)")
 
 
 def ratio(X, case):
@@ -252,21 +252,23 @@ def test_default_takes_the_thread_design_for_uniform_single_right_hand_sides(xp,
 
 
 @pytest.mark.gpu
-def test_thread_design_refuses_large_matrices(xp):
-    """Forced past THREAD_MAX unknowns the thread design is a ValueError before any work;
-    an empty batch or no right-hand sides launch nothing and pass."""
+@pytest.mark.parametrize("setting", [TRSV_THREAD, TRSV_STAGED], ids=str)
+def test_limited_designs_refuse_large_matrices(xp, setting):
+    """Forced past their max_unknowns (THREAD_MAX, STAGED_MAX) the thread and staged
+    designs are a ValueError before any work; an empty batch or no right-hand sides
+    launch nothing and pass."""
     if xp is np:
         pytest.skip("settings choose GPU kernels")
-    setting = TRSV_THREAD
-    n = THREAD_MAX + 1
+    most = setting.max_unknowns
+    n = most + 1
     A = xp.asarray(np.eye(n) * 2 + np.zeros((3, n, n)))
-    with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
+    with pytest.raises(ValueError, match=f"at most {most} unknowns"):
         bt.trsv(A, xp.ones((3, n)), setting=setting)
-    with pytest.raises(ValueError, match=f"at most {THREAD_MAX} unknowns"):
+    with pytest.raises(ValueError, match=f"at most {most} unknowns"):
         bt.trsv([A[0], A[1][:5, :5]], [xp.ones(n), xp.ones(5)], setting=setting)
     assert bt.trsv(A[:0], xp.ones((0, n)), setting=setting).shape == (0, n)
-    np.testing.assert_array_equal(to_np(bt.trsv(A[:1, :THREAD_MAX, :THREAD_MAX], xp.ones((1, THREAD_MAX)),
-                                                setting=setting)), np.full((1, THREAD_MAX), 0.5))
+    np.testing.assert_array_equal(to_np(bt.trsv(A[:1, :most, :most], xp.ones((1, most)), setting=setting)),
+                                  np.full((1, most), 0.5))
 
 
 @pytest.mark.gpu
@@ -447,8 +449,8 @@ def test_variable_and_pointer_lists(xp, setting, ns, k, dtype, lower, trans, uni
     """k = 0: lists of vectors; k > 0: lists of (n_i, k) matrices.  Equal n_i make a
     PointerBatch, mixed ones a VariableBatch."""
     gpu_only_setting(xp, setting)
-    if setting is not None and setting.thread:  # its sizes (an assume would reject most lists)
-        ns = [n % (THREAD_MAX + 1) for n in ns]
+    if setting is not None and setting.max_unknowns is not None:  # its sizes (an assume would reject most lists)
+        ns = [n % (setting.max_unknowns + 1) for n in ns]
     rng = np.random.default_rng(seed)
     As = [triangular(rng, (), n, dtype, "tri_rand", lower) for n in ns]
     Bs = [random_array(rng, (n,) if k == 0 else (n, k), dtype) for n in ns]
@@ -659,7 +661,28 @@ def test_thread_plan_is_registers_only_and_refuses_large_matrices():
         plan_trsv(setting, THREAD_MAX + 1, 8, 1, 227 * 1024)
 
 
-@pytest.mark.parametrize("setting", [s for s in TRSV_SETTINGS if not s.thread], ids=str)
+def test_staged_plan_holds_two_buffers_a_warp():
+    """The staged design: up to four warps a block, each with its two buffers of n
+    columns an odd number of 16-byte units apart, within the device's shared memory up to
+    STAGED_MAX unknowns in every element size; a ValueError past it."""
+    from batched.factorizations.settings import STAGED_MAX, staged_ld, staged_warp_bytes
+
+    limit = 227 * 1024
+    assert TRSV_STAGED.staged and TRSV_STAGED.max_unknowns == STAGED_MAX == 64 and not TRSV_STAGED.single_tile(1)
+    for n, itemsize in itertools.product(range(1, STAGED_MAX + 1), (4, 8, 16)):
+        ld = staged_ld(n, itemsize)
+        assert ld >= n and (ld * itemsize) % 16 == 0 and (ld * itemsize // 16) % 2 == 1
+        assert ld * itemsize - n * itemsize < 32
+        plan = plan_trsv(TRSV_STAGED, n, itemsize, 70_000, limit)
+        assert 1 <= plan.groups <= 4 and plan.block == 32 * plan.groups and plan.xlen == n
+        assert plan.smem == plan.groups * staged_warp_bytes(n, itemsize) <= limit
+        assert staged_warp_bytes(n, itemsize) >= 16 + 2 * n * ld * itemsize + n * itemsize
+        assert plan.groups == 4 or (plan.groups + 1) * staged_warp_bytes(n, itemsize) > limit
+    with pytest.raises(ValueError, match=f"at most {STAGED_MAX} unknowns"):
+        plan_trsv(TRSV_STAGED, STAGED_MAX + 1, 8, 1, limit)
+
+
+@pytest.mark.parametrize("setting", [s for s in TRSV_SETTINGS if not s.thread and not s.staged], ids=str)
 def test_plan_fits_shared_memory(setting):
     limit = 227 * 1024
     for n in (1, 33, 256, 600, 5000):

@@ -283,7 +283,7 @@ def section_trsv():
         A = rand((3, 300, 300), dtype) + 600 * cp.eye(300, dtype=dtype)
         A[1, 7, 7] = 0
         for s in bt.TRSV_SETTINGS:
-            if s.thread:  # at most THREAD_MAX unknowns: below
+            if s.max_unknowns is not None:  # the thread and staged designs: below
                 continue
             for lower, trans in ((True, "N"), (False, "T")):
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
@@ -310,6 +310,32 @@ def section_trsv():
         bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=thread)
         bt.trsv(bt.PointerBatch([rand((16, 16), dtype) + 32 * cp.eye(16, dtype=dtype) for _ in range(33)]),
                 rand((33, 16), dtype), setting=thread)
+        checks += 2
+        # the staged design: bulk copies (offset 0: aligned columns, n whole 16-byte pieces,
+        # the allocation ending with the last matrix) and copies by loads (offset 1, n = 31
+        # and 33 in 8-byte types); one and two tiles (33, 64), batch 1 and 65,537, every op,
+        # C- and F-ordered, a zero diagonal on the check path; pointer and variable lists
+        from batched.factorizations.settings import TRSV_STAGED as staged
+        for n in (1, 31, 32, 33, 64):
+            for batch in (1, 3) if race else (1, 65537):
+                if batch > 1 and n not in (32, 33, 64):
+                    continue
+                for offset in (0, 1):
+                    A = rand((batch, n, n), dtype, offset=offset) + 2 * n * cp.eye(n, dtype=dtype)
+                    if batch > 1:
+                        A[1, n - 1, n - 1] = 0
+                    for lower in (True, False):
+                        for trans in "NTC":
+                            bt.trsv(A, rand((batch, n), dtype), lower=lower, trans=trans, setting=staged)
+                            bt.trsv(cp.swapaxes(A, -1, -2), rand((batch, n), dtype), lower=lower, trans=trans,
+                                    setting=staged)
+                            bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans,
+                                                check=False, setting=staged)
+                            checks += 3
+        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 65, 33)]
+        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=staged)
+        bt.trsv(bt.PointerBatch([rand((64, 64), dtype) + 128 * cp.eye(64, dtype=dtype) for _ in range(33)]),
+                rand((33, 64), dtype), setting=staged)
         checks += 2
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
