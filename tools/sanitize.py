@@ -289,54 +289,14 @@ def section_trsv():
                 bt.solve_triangular(A, rand((3, 300), dtype), lower=lower, trans=trans, check=False, setting=s)
                 checks += 1
         # the thread design: both instantiations with n == NB (16-byte pieces where aligned:
-        # offset 0; elements at offset 1) and n < NB (0, 1, 7, 9, 15), batch 1 and 65,537,
-        # b and x in pieces (one right-hand side, aligned) or not; a zero diagonal on the
-        # check path; pointer and variable lists
-        thread = TRSV_THREAD
-        for n in (0, 1, 7, 8, 9, 15, 16):
-            for batch in (1, 3) if race else (1, 65537):
-                for offset in (0, 1):
-                    A = rand((batch, n, n), dtype, offset=offset) + 4 * cp.eye(n, dtype=dtype)
-                    if n and batch > 1:
-                        A[1, n // 2, n // 2] = 0
-                    for lower in (True, False):
-                        for trans in "NTC":
-                            bt.trsv(A, rand((batch, n), dtype, offset=offset), lower=lower, trans=trans,
-                                    setting=thread)
-                            bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans,
-                                                check=False, setting=thread)
-                            checks += 2
-        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 17, 33)]
-        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=thread)
-        bt.trsv(bt.PointerBatch([rand((16, 16), dtype) + 32 * cp.eye(16, dtype=dtype) for _ in range(33)]),
-                rand((33, 16), dtype), setting=thread)
-        checks += 2
+        # offset 0; elements at offset 1) and n < NB (0, 1, 7, 9, 15), b and x in pieces (one
+        # right-hand side, aligned) or not
+        _limited_design_calls(dtype, TRSV_THREAD, (0, 1, 7, 8, 9, 15, 16), (0, 1, 7, 8, 9, 15, 16))
         # the staged design: bulk copies (offset 0: aligned columns, n whole 16-byte pieces,
         # the allocation ending with the last matrix) and copies by loads (offset 1, n = 31
-        # and 33 in 8-byte types); one and two tiles (33, 64), batch 1 and 65,537, every op,
-        # C- and F-ordered, a zero diagonal on the check path; pointer and variable lists
-        from batched.factorizations.settings import TRSV_STAGED as staged
-        for n in (1, 31, 32, 33, 64):
-            for batch in (1, 3) if race else (1, 65537):
-                if batch > 1 and n not in (32, 33, 64):
-                    continue
-                for offset in (0, 1):
-                    A = rand((batch, n, n), dtype, offset=offset) + 2 * n * cp.eye(n, dtype=dtype)
-                    if batch > 1:
-                        A[1, n - 1, n - 1] = 0
-                    for lower in (True, False):
-                        for trans in "NTC":
-                            bt.trsv(A, rand((batch, n), dtype), lower=lower, trans=trans, setting=staged)
-                            bt.trsv(cp.swapaxes(A, -1, -2), rand((batch, n), dtype), lower=lower, trans=trans,
-                                    setting=staged)
-                            bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans,
-                                                check=False, setting=staged)
-                            checks += 3
-        mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, 65, 33)]
-        bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=staged)
-        bt.trsv(bt.PointerBatch([rand((64, 64), dtype) + 128 * cp.eye(64, dtype=dtype) for _ in range(33)]),
-                rand((33, 64), dtype), setting=staged)
-        checks += 2
+        # and 33 in 8-byte types); one and two tiles (33, 64)
+        from batched.factorizations.settings import TRSV_STAGED
+        _limited_design_calls(dtype, TRSV_STAGED, (1, 31, 32, 33, 64), (32, 33, 64))
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
         T[1, 5, 5] = 0
@@ -353,6 +313,35 @@ def section_trsv():
                 rand((33, 40), dtype))
         checks += 2
         _vector_calls(dtype)
+
+
+def _limited_design_calls(dtype, setting, sizes, large_batch_sizes):
+    # a design with max_unknowns forced at `sizes` (batch 1, and 65,537 at
+    # large_batch_sizes), at offsets 0 and 1, every op on C- and F-ordered views, a zero
+    # diagonal on the check path; then pointer and variable lists up to its largest n
+    global checks
+    for n in sizes:
+        for batch in (1, 3) if race else (1, 65537):
+            if batch > 1 and n not in large_batch_sizes:
+                continue
+            for offset in (0, 1):
+                A = rand((batch, n, n), dtype, offset=offset) + 2 * max(n, 2) * cp.eye(n, dtype=dtype)
+                if n and batch > 1:
+                    A[1, n // 2, n // 2] = 0
+                for lower in (True, False):
+                    for trans in "NTC":
+                        bt.trsv(A, rand((batch, n), dtype, offset=offset), lower=lower, trans=trans, setting=setting)
+                        bt.trsv(cp.swapaxes(A, -1, -2), rand((batch, n), dtype), lower=lower, trans=trans,
+                                setting=setting)
+                        bt.solve_triangular(A, rand((batch, n, 2), dtype), lower=lower, trans=trans, check=False,
+                                            setting=setting)
+                        checks += 3
+    most = setting.max_unknowns
+    mats = [rand((m, m), dtype) + 2 * m * cp.eye(m, dtype=dtype) for m in rng.integers(0, most + 1, 33)]
+    bt.solve_triangular(mats, [rand((m.shape[0], 2), dtype) for m in mats], check=False, setting=setting)
+    bt.trsv(bt.PointerBatch([rand((most, most), dtype) + 2 * most * cp.eye(most, dtype=dtype) for _ in range(33)]),
+            rand((33, most), dtype), setting=setting)
+    checks += 2
 
 
 def _vector_calls(dtype):
