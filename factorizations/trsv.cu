@@ -16,6 +16,9 @@
 // memory, no barrier, b read straight into each lane's unknown.
 // The pipelined design (trsv_pipeline_kernel) gives each 32-unknown tile its own warp,
 // so that the loads of a tile's row of op(A) wait on nothing but the issue slot.
+// The staged design (trsv_staged_kernel, at the end) solves from shared memory that the
+// copy engine fills ahead of the warp.
+#include "bulk_copy.cuh"
 #include "common.cuh"
 #include "gemv.cuh"
 #include "layouts.cuh"
@@ -397,7 +400,6 @@ trsv_pipeline_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int
 // whole number of pieces (the pointer and variable layouts always), the warp copies by
 // loads instead (the same buffers, no overlap).  n <= TRSV_STAGED_MAX (the tiles' b in
 // registers); xlen = the largest n of the launch, which sets the buffers' size.
-#include "bulk_copy.cuh"
 
 #define TRSV_STAGED_MAX 64
 
