@@ -274,15 +274,15 @@ def plan_trsv(setting: TrsvSetting, n_max: int, itemsize: int, items: int, smem_
     memory would pass 48 KiB, and a setting whose one group exceeds the device's
     limit is a ValueError (the blocked design with a very large n).
     """
+    most = setting.max_unknowns   # the thread and staged designs
+    if most is not None and n_max > most:
+        raise ValueError(f"setting {setting} solves at most {most} unknowns a matrix, got n = {n_max}")
     if setting.thread:
-        setting.thread_nb(n_max)  # refuses past THREAD_MAX
         return TrsvPlan(grid_for(items, THREAD_BLOCK), THREAD_BLOCK, 0, THREAD_BLOCK, 0)
     if setting.single_tile(n_max):
         groups = BLOCK_SUBWARP // setting.group_threads
         return TrsvPlan(grid_for(items, groups), BLOCK_SUBWARP, 0, groups, 0)
     if setting.staged:   # a warp a solve, up to STAGED_WARPS a block (the launch keeps them resident)
-        if n_max > STAGED_MAX:
-            raise ValueError(f"setting {setting} solves at most {STAGED_MAX} unknowns a matrix, got n = {n_max}")
         per_warp = setting.group_bytes(n_max, itemsize)
         groups = max(1, min(STAGED_WARPS, smem_limit // per_warp))
         return TrsvPlan(grid_for(items, groups), 32 * groups, groups * per_warp, groups, n_max)

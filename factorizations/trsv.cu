@@ -502,15 +502,8 @@ trsv_staged_kernel(MatA A, Vec B, long long b_col, Vec X, long long x_col, int* 
     if (item + stride < items) load_b(item + stride, y_next);  // in flight during this solve
     if (bulk) bdf::mbarrier_wait(&bars[k & 1], unsigned(k >> 1) & 1u);
     __syncwarp();
-    int zero = 0;
-    if (check && !unit) {
-#pragma unroll
-      for (int t = NT - 1; t >= 0; --t) {  // the first chunk with a zero wins
-        const int i = 32 * t + lane;
-        const unsigned z = __ballot_sync(0xffffffffu, i < n && buf[(long long)i * ld + i] == T(0));
-        if (z) zero = 32 * t + __ffs(z);
-      }
-    }
+    // the staged diagonal (every column's run holds its diagonal entry)
+    const int zero = check && !unit ? bdf::first_zero_diagonal(bdf::ThreadGroup<32>(lane), n, buf, ld, nullptr) : 0;
     if (check && c == 0 && lane == 0) info[b] = zero;
     const int tiles = (n + 31) / 32;
     static_assert(NT == 2, "a tile's b is y[0] or y[1]");

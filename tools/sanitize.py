@@ -19,7 +19,7 @@ import cupy as cp
 import numpy as np
 
 import batched as bt
-from batched.factorizations.settings import TRSV_THREAD
+from batched.factorizations.settings import TRSV_STAGED, TRSV_THREAD
 from batched.settings import PACKED_SETTING
 
 cp.cuda.set_allocator(None)
@@ -295,7 +295,6 @@ def section_trsv():
         # the staged design: bulk copies (offset 0: aligned columns, n whole 16-byte pieces,
         # the allocation ending with the last matrix) and copies by loads (offset 1, n = 31
         # and 33 in 8-byte types); one and two tiles (33, 64)
-        from batched.factorizations.settings import TRSV_STAGED
         _limited_design_calls(dtype, TRSV_STAGED, (1, 31, 32, 33, 64), (32, 33, 64))
         # the single-tile kernel (n <= the group): a zero diagonal on the check path, lists
         T = rand((3, 20, 20), dtype) + 40 * cp.eye(20, dtype=dtype)
